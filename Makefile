@@ -1,0 +1,35 @@
+# Every target that needs Python creates .venv and installs labkit with its test extras first.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint unit bench lab clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/labkit demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check labkit tests bench
+	$(BIN)/ruff format --check labkit tests bench
+	$(BIN)/mypy --strict labkit
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+test: lint unit
+
+bench: $(STAMP)
+	$(BIN)/python bench/run.py
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab notebooks
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,90 @@
+"""Assembling a server from its collaborators, and the demo deployment of the lesson.
+
+Owns: `create_server` (production defaults for everything but the secret key ring) and
+`demo_deployment` (principals alice and mallory, the TPS reports, an ephemeral key).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from labkit.clock import Clock, system_clock
+from labkit.notes_delete import MAX_CANDIDATES, NotesDelete
+from labkit.scope import AllowlistAuthorizer, Authorizer
+from labkit.server import Server
+from labkit.state import DEFAULT_TTL_SECONDS, KeyRing, StateSigner
+from labkit.stores import NoteStore, ReplayStore
+from labkit.stores.memory import MemoryNoteStore, MemoryReplayStore
+
+DEMO_ALLOWLIST = {
+    "alice": ["file:///work/notes"],
+    "mallory": ["file:///work/mallory"],
+}
+DEMO_NOTES = [
+    ("note-3", "file:///work/notes/tps-report-2023.md", "TPS report 2023"),
+    ("note-7", "file:///work/notes/tps-report-2024.md", "TPS report 2024"),
+    ("note-14", "file:///work/notes/tps-report-2025.md", "TPS report 2025"),
+    ("note-99", "file:///work/notes/shopping-list.md", "shopping list"),
+    ("note-100", "file:///work/private/outside.md", "outside root"),
+]
+
+
+def create_server(
+    *,
+    keys: KeyRing,
+    notes: NoteStore | None = None,
+    replay: ReplayStore | None = None,
+    authorizer: Authorizer | None = None,
+    clock: Clock = system_clock,
+    nonce_source: Callable[[], bytes] = lambda: secrets.token_bytes(16),
+    audience: str = "labkit",
+    state_ttl_seconds: float = DEFAULT_TTL_SECONDS,
+    max_candidates: int = MAX_CANDIDATES,
+) -> Server:
+    """A labkit server. The key ring has no default: a signing secret is never a constant.
+    Without an authorizer nobody may use any workspace (deny by default)."""
+    tool = NotesDelete(
+        notes=notes if notes is not None else MemoryNoteStore(),
+        replay=replay if replay is not None else MemoryReplayStore(clock=clock),
+        authorizer=authorizer if authorizer is not None else AllowlistAuthorizer({}),
+        signer=StateSigner(keys, audience=audience, clock=clock, ttl_seconds=state_ttl_seconds),
+        nonce_source=nonce_source,
+        max_candidates=max_candidates,
+    )
+    return Server([tool])
+
+
+@dataclass
+class Deployment:
+    server: Server
+    notes: MemoryNoteStore
+    replay: MemoryReplayStore
+    authorizer: AllowlistAuthorizer
+    keys: KeyRing
+
+
+def demo_notes() -> MemoryNoteStore:
+    notes = MemoryNoteStore()
+    for note_id, uri, title in DEMO_NOTES:
+        notes.add(note_id, uri, title)
+    return notes
+
+
+def demo_deployment(
+    *,
+    clock: Clock = system_clock,
+    keys: KeyRing | None = None,
+    notes: MemoryNoteStore | None = None,
+    replay: MemoryReplayStore | None = None,
+) -> Deployment:
+    """The lesson's deployment: alice may use file:///work/notes, mallory file:///work/mallory."""
+    keys = keys if keys is not None else KeyRing.ephemeral()
+    notes = notes if notes is not None else demo_notes()
+    replay = replay if replay is not None else MemoryReplayStore(clock=clock)
+    authorizer = AllowlistAuthorizer(DEMO_ALLOWLIST)
+    server = create_server(
+        keys=keys, notes=notes, replay=replay, authorizer=authorizer, clock=clock
+    )
+    return Deployment(server, notes, replay, authorizer, keys)

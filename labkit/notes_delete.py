@@ -1,0 +1,345 @@
+"""The `notes_delete` tool: explicit scope, form elicitation over MRTR, exactly-once deletion.
+
+Owns: the descriptor, argument and capability checks, the first round (candidates, form,
+signed state) and the retry (verify state, validate the answer, re-authorize, re-check the live
+note, claim and delete atomically). Pure: stores, authorizer, signer and nonce source are
+injected. Every state failure answers one fixed -32602 message; the reason goes to the log.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+from collections.abc import Callable
+from typing import Any, Final, NoReturn
+
+from labkit import forms
+from labkit.errors import INVALID_PARAMS, MISSING_CAPABILITY, SERVER_BUSY, ProtocolError
+from labkit.scope import (
+    Authorizer,
+    Path,
+    ScopeError,
+    authorize,
+    contains,
+    format_file_uri,
+    parse_file_uri,
+    strictly_contains,
+)
+from labkit.server import Request
+from labkit.state import Binding, InvalidState, StateSigner, digest
+from labkit.stores import Claim, Deletion, Note, NoteStore, ReplayStore, commit_deletion
+
+log = logging.getLogger("labkit.notes_delete")
+
+NAME: Final = "notes_delete"
+INPUT_KEY: Final = "delete_choice"
+MAX_CANDIDATES: Final = 20
+MAX_TITLE_CHARS: Final = 200
+PHASE: Final = "confirm-delete"
+
+STATE_ERROR: Final = "Invalid, expired or already used requestState"
+OUTSIDE_ERROR: Final = "workspaceUri is not a workspace this principal may use"
+FORM_CAPABILITY: Final = {"elicitation": {"form": {}}}
+
+_DESCRIPTOR: Final = json.dumps(
+    {
+        "name": NAME,
+        "title": "Delete a note",
+        "description": (
+            "Delete one note from an explicit workspace. Finds the notes inside workspaceUri "
+            "whose title contains `title` (case-insensitive), then asks the user, through a "
+            "form, which note to delete and to confirm. Nothing is deleted without that "
+            "confirmation. Requires form elicitation."
+        ),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "workspaceUri": {
+                    "type": "string",
+                    "description": "The workspace to search, as a file: URI "
+                    "(for example file:///work/notes). It must be one the caller may use.",
+                },
+                "title": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_TITLE_CHARS,
+                    "description": "Text the note's title contains (case-insensitive).",
+                },
+            },
+            "required": ["workspaceUri", "title"],
+            "additionalProperties": False,
+        },
+        "outputSchema": {
+            "type": "object",
+            "properties": {
+                "deleted": {"type": "boolean"},
+                "status": {
+                    "type": "string",
+                    "enum": ["deleted", "declined", "not_confirmed", "cancelled", "no_match", "stale"],
+                },
+                "noteId": {"type": "string"},
+            },
+            "required": ["deleted", "status"],
+            "additionalProperties": False,
+        },
+        "annotations": {
+            "title": "Delete a note",
+            "readOnlyHint": False,
+            "destructiveHint": True,
+            "idempotentHint": False,
+            "openWorldHint": False,
+        },
+    }
+)
+
+
+def has_form_elicitation(capabilities: dict[str, Any]) -> bool:
+    """`elicitation: {}` (backward compatible) or an explicit `form` key means form support."""
+    elicitation = capabilities.get("elicitation")
+    return isinstance(elicitation, dict) and (not elicitation or "form" in elicitation)
+
+
+def _complete(text: str, structured: dict[str, Any], *, is_error: bool = False) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "resultType": "complete",
+        "content": [{"type": "text", "text": text}],
+        "structuredContent": structured,
+    }
+    if is_error:
+        result["isError"] = True
+    return result
+
+
+class NotesDelete:
+    name = NAME
+
+    def __init__(
+        self,
+        *,
+        notes: NoteStore,
+        replay: ReplayStore,
+        authorizer: Authorizer,
+        signer: StateSigner,
+        nonce_source: Callable[[], bytes] = lambda: secrets.token_bytes(16),
+        max_candidates: int = MAX_CANDIDATES,
+    ) -> None:
+        self.notes = notes
+        self.replay = replay
+        self.authorizer = authorizer
+        self.signer = signer
+        self.nonce_source = nonce_source
+        self.max_candidates = max_candidates
+
+    def descriptor(self) -> dict[str, Any]:
+        result: dict[str, Any] = json.loads(_DESCRIPTOR)
+        return result
+
+    # -- one entry point for both rounds -----------------------------------------------------
+
+    def call(self, request: Request, arguments: dict[str, Any]) -> dict[str, Any]:
+        if not has_form_elicitation(request.capabilities):
+            raise ProtocolError(
+                MISSING_CAPABILITY,
+                "notes_delete needs form elicitation to confirm the deletion",
+                {"requiredCapabilities": FORM_CAPABILITY},
+            )
+        workspace, title = self._arguments(arguments)
+        principal = request.context.principal
+        root = authorize(self.authorizer, principal, workspace)
+        if principal is None or root is None:
+            log.info("principal %r refused workspace %s", principal, format_file_uri(workspace))
+            raise ProtocolError(INVALID_PARAMS, OUTSIDE_ERROR)
+        binding = Binding(principal, request.method, NAME, digest(arguments))
+        params = request.params
+        if "requestState" in params or "inputResponses" in params:
+            return self._retry(params, binding, root, workspace, title)
+        return self._ask(binding, workspace, title)
+
+    def _arguments(self, arguments: dict[str, Any]) -> tuple[Path, str]:
+        extra = sorted(set(arguments) - {"workspaceUri", "title"})
+        if extra:
+            raise ProtocolError(INVALID_PARAMS, f"notes_delete: unexpected argument(s) {extra}")
+        uri, title = arguments.get("workspaceUri"), arguments.get("title")
+        if not isinstance(uri, str) or not isinstance(title, str):
+            raise ProtocolError(
+                INVALID_PARAMS, "notes_delete needs workspaceUri and title, both strings"
+            )
+        if not title.strip() or len(title) > MAX_TITLE_CHARS:
+            raise ProtocolError(
+                INVALID_PARAMS, f"title must be 1 to {MAX_TITLE_CHARS} characters, not blank"
+            )
+        try:
+            return parse_file_uri(uri), title
+        except ScopeError as exc:
+            log.info("workspaceUri %r refused: %s", uri[:200], exc.reason)
+            if exc.kind == "outside":
+                raise ProtocolError(INVALID_PARAMS, OUTSIDE_ERROR) from None
+            raise ProtocolError(INVALID_PARAMS, f"workspaceUri {exc.reason}") from None
+
+    # -- round one: candidates, form, signed state ------------------------------------------
+
+    def _ask(self, binding: Binding, workspace: Path, title: str) -> dict[str, Any]:
+        found = list(self.notes.find(workspace, title, self.max_candidates + 1))
+        shown = found[: self.max_candidates]
+        ws_uri = format_file_uri(workspace)
+        if not shown:
+            return _complete(
+                f"No note whose title contains {title!r} in the workspace {ws_uri}. "
+                "Nothing was deleted.",
+                {"deleted": False, "status": "no_match"},
+            )
+        nonce = self.nonce_source().hex()
+        state = self.signer.mint(
+            binding,
+            {
+                "phase": PHASE,
+                "ws": ws_uri,
+                "cands": [[n.id, n.identity] for n in shown],
+                "nonce": nonce,
+            },
+        )
+        message = (
+            f"Choose the note to delete from {ws_uri} and confirm. "
+            "The deletion cannot be undone."
+        )
+        if len(found) > len(shown):
+            message += (
+                f" More than {self.max_candidates} notes match {title!r}; only the first "
+                f"{self.max_candidates} are listed. Cancel and use a more precise title if "
+                "yours is missing."
+            )
+        return {
+            "resultType": "input_required",
+            "inputRequests": {
+                INPUT_KEY: {
+                    "method": "elicitation/create",
+                    "params": {
+                        "mode": "form",
+                        "message": message,
+                        "requestedSchema": delete_choice_schema([(n.id, n.title) for n in shown]),
+                    },
+                }
+            },
+            "requestState": state,
+        }
+
+    # -- round two: verify, validate, then act -----------------------------------------------
+
+    def _retry(
+        self, params: dict[str, Any], binding: Binding, root: Path, workspace: Path, title: str
+    ) -> dict[str, Any]:
+        responses = params.get("inputResponses")
+        if "inputResponses" in params and not isinstance(responses, dict):
+            raise ProtocolError(INVALID_PARAMS, "inputResponses must be an object")
+        try:
+            verified = self.signer.verify(params.get("requestState"), binding)
+            payload = verified.payload
+            if payload.get("phase") != PHASE or payload.get("ws") != format_file_uri(workspace):
+                raise InvalidState("phase or workspace does not match")
+            candidates = {str(c[0]): str(c[1]) for c in payload["cands"]}
+            nonce = str(payload["nonce"])
+        except (InvalidState, KeyError, TypeError, IndexError) as exc:
+            log.warning("requestState refused for %r: %s", binding.principal, exc)
+            raise ProtocolError(INVALID_PARAMS, STATE_ERROR) from None
+
+        answer = (responses or {}).get(INPUT_KEY)
+        if answer is None:
+            # A missing answer is re-asked, never treated as consent or as an error.
+            return self._ask(binding, workspace, title)
+        if not isinstance(answer, dict) or answer.get("action") not in ("accept", "decline", "cancel"):
+            raise ProtocolError(
+                INVALID_PARAMS,
+                f"inputResponses.{INPUT_KEY} must be an elicitation result "
+                "with action accept, decline or cancel",
+            )
+        ws_uri = format_file_uri(workspace)
+        if answer["action"] == "cancel":
+            return _complete(
+                "Cancelled: nothing was deleted. The same confirmation can still be answered.",
+                {"deleted": False, "status": "cancelled"},
+            )
+        if answer["action"] == "decline":
+            self._consume(binding.principal, nonce, verified.expires_at)
+            return _complete(
+                "Declined: nothing was deleted.", {"deleted": False, "status": "declined"}
+            )
+        schema = delete_choice_schema([(note_id, note_id) for note_id in candidates])
+        try:
+            content = forms.validate_content(schema, answer.get("content"))
+        except forms.FormError as exc:
+            raise ProtocolError(
+                INVALID_PARAMS, f"inputResponses.{INPUT_KEY}.content does not answer the form: {exc}"
+            ) from None
+        if content["confirm"] is not True:
+            self._consume(binding.principal, nonce, verified.expires_at)
+            return _complete(
+                "Not confirmed: nothing was deleted.",
+                {"deleted": False, "status": "not_confirmed"},
+            )
+        note_id: str = content["note_id"]
+
+        def recheck(live: Note) -> bool:
+            # Layer 1 and 2 again, on the live record, right before the mutation.
+            return (
+                live.identity == candidates[note_id]
+                and strictly_contains(workspace, live.path)
+                and contains(root, live.path)
+                and root in self.authorizer.roots(binding.principal)
+            )
+
+        outcome, note = commit_deletion(
+            self.notes,
+            self.replay,
+            principal=binding.principal,
+            nonce=nonce,
+            expires_at=verified.expires_at + self.signer.skew_seconds,
+            note_id=note_id,
+            recheck=recheck,
+        )
+        if outcome is Deletion.DELETED:
+            assert note is not None
+            return _complete(
+                f"Deleted {note_id} ({note.title!r}) from {ws_uri}.",
+                {"deleted": True, "status": "deleted", "noteId": note_id},
+            )
+        if outcome is Deletion.STALE:
+            return _complete(
+                f"{note_id} changed, moved or disappeared since the form was shown; nothing was "
+                "deleted. Call notes_delete again to see the current notes.",
+                {"deleted": False, "status": "stale", "noteId": note_id},
+                is_error=True,
+            )
+        self._refuse_claim(binding.principal, outcome is Deletion.FULL)
+
+    def _consume(self, principal: str, nonce: str, expires_at: float) -> None:
+        claim = self.replay.claim(principal, nonce, expires_at + self.signer.skew_seconds)
+        if claim is not Claim.CLAIMED:
+            self._refuse_claim(principal, claim is Claim.FULL)
+
+    def _refuse_claim(self, principal: str, full: bool) -> NoReturn:
+        if full:
+            log.warning("replay store full for %r", principal)
+            raise ProtocolError(
+                SERVER_BUSY,
+                "Too many pending confirmations for this principal; nothing was done. "
+                "Try again once earlier confirmations expire.",
+            )
+        log.warning("requestState replayed by %r", principal)
+        raise ProtocolError(INVALID_PARAMS, STATE_ERROR)
+
+
+def delete_choice_schema(candidates: list[tuple[str, str]]) -> dict[str, Any]:
+    """The flat form: which note (titled single select) and an explicit confirmation."""
+    return {
+        "type": "object",
+        "properties": {
+            "note_id": forms.single_select(candidates, title="Note to delete"),
+            "confirm": {
+                "type": "boolean",
+                "title": "Yes, delete this note permanently",
+                "default": False,
+            },
+        },
+        "required": ["note_id", "confirm"],
+    }

@@ -1,0 +1,204 @@
+"""Signed `requestState`: a key ring, sealing and unsealing, and request binding.
+
+Owns: the token format, key rotation, expiry, and the binding of a state to the request
+that minted it. Pure module: the clock and the keys are injected; no file is read except by
+`KeyRing.from_files`, which configuration code calls once at start.
+
+Token: `lk1.<key id>.<payload>.<mac>` where payload is base64url(RFC 8785 JSON) and mac is
+base64url(HMAC-SHA256(key, "lk1.<key id>.<payload>")). The MAC covers the token text itself,
+so every changed byte is rejected, including the spare bits of a base64 character.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import logging
+import secrets
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import rfc8785
+
+from labkit.clock import Clock
+
+log = logging.getLogger("labkit.state")
+
+TOKEN_VERSION = "lk1"
+MIN_KEY_BYTES = 32
+MAX_TOKEN_CHARS = 16384
+DEFAULT_TTL_SECONDS = 300.0
+CLOCK_SKEW_SECONDS = 60.0
+
+
+class InvalidState(Exception):
+    """A requestState failed verification. The message is a log-only reason."""
+
+
+def _b64encode(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _b64decode(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def key_id(secret: bytes) -> str:
+    """A public, stable name for a key that reveals nothing usable about it."""
+    return hashlib.sha256(b"labkit key id\x00" + secret).hexdigest()[:12]
+
+
+class KeyRing:
+    """`keys[0]` seals; every key verifies. Rotation: [old,new] -> [new,old] -> [new]."""
+
+    def __init__(self, secrets_: Sequence[bytes]) -> None:
+        if not secrets_:
+            raise ValueError("a key ring needs at least one key")
+        for index, secret in enumerate(secrets_):
+            if len(secret) < MIN_KEY_BYTES:
+                raise ValueError(
+                    f"signing key {index} has {len(secret)} bytes; at least {MIN_KEY_BYTES} needed"
+                )
+        self._keys = [(key_id(s), bytes(s)) for s in secrets_]
+        self._by_id = dict(self._keys)
+
+    @classmethod
+    def from_files(cls, paths: Sequence[str | Path]) -> KeyRing:
+        secrets_ = []
+        for path in paths:
+            try:
+                secrets_.append(Path(path).read_bytes().strip())
+            except OSError as exc:
+                raise ValueError(f"signing key file {str(path)!r}: {exc.strerror}") from None
+            if len(secrets_[-1]) < MIN_KEY_BYTES:
+                raise ValueError(
+                    f"signing key file {str(path)!r} holds {len(secrets_[-1])} bytes; "
+                    f"at least {MIN_KEY_BYTES} needed"
+                )
+        return cls(secrets_)
+
+    @classmethod
+    def ephemeral(cls) -> KeyRing:
+        """A random key held by this process only (the demo): states die with the process."""
+        log.warning("signing requestState with a random per-process key (demo only)")
+        return cls([secrets.token_bytes(32)])
+
+    @property
+    def sealing(self) -> tuple[str, bytes]:
+        return self._keys[0]
+
+    def get(self, kid: str) -> bytes | None:
+        return self._by_id.get(kid)
+
+
+def digest(value: Any) -> str:
+    """SHA-256 of the RFC 8785 canonical JSON of `value` (the argument digest)."""
+    return hashlib.sha256(rfc8785.dumps(value)).hexdigest()
+
+
+@dataclass(frozen=True)
+class Binding:
+    """What a state is bound to: who asked, for what, with which arguments."""
+
+    principal: str
+    method: str
+    name: str
+    arguments_digest: str
+
+
+@dataclass(frozen=True)
+class Verified:
+    payload: dict[str, Any]
+    issued_at: float
+    expires_at: float
+
+
+class StateSigner:
+    """Mints and verifies states bound to an audience and a request `Binding`."""
+
+    def __init__(
+        self,
+        keys: KeyRing,
+        *,
+        audience: str,
+        clock: Clock,
+        ttl_seconds: float = DEFAULT_TTL_SECONDS,
+        skew_seconds: float = CLOCK_SKEW_SECONDS,
+    ) -> None:
+        if not ttl_seconds > 0:
+            raise ValueError("state ttl must be positive")
+        self.keys = keys
+        self.audience = audience
+        self.clock = clock
+        self.ttl_seconds = ttl_seconds
+        self.skew_seconds = skew_seconds
+
+    def mint(self, binding: Binding, payload: Mapping[str, Any]) -> str:
+        now = self.clock()
+        claims = {
+            "aud": self.audience,
+            "sub": binding.principal,
+            "method": binding.method,
+            "name": binding.name,
+            "args": binding.arguments_digest,
+            "iat": int(now),
+            "exp": int(now + self.ttl_seconds),
+            "data": dict(payload),
+        }
+        kid, secret = self.keys.sealing
+        body = f"{TOKEN_VERSION}.{kid}.{_b64encode(rfc8785.dumps(claims))}"
+        return f"{body}.{_mac(secret, body)}"
+
+    def verify(self, token: object, binding: Binding) -> Verified:
+        """The payload of a state this server minted for exactly this request, or raise."""
+        claims = self._unseal(token)
+        checks: list[tuple[str, Callable[[], bool]]] = [
+            ("audience", lambda: claims.get("aud") == self.audience),
+            ("principal", lambda: claims.get("sub") == binding.principal),
+            ("method", lambda: claims.get("method") == binding.method),
+            ("tool or prompt name", lambda: claims.get("name") == binding.name),
+            ("arguments digest", lambda: claims.get("args") == binding.arguments_digest),
+        ]
+        for what, ok in checks:
+            if not ok():
+                raise InvalidState(f"{what} does not match the request")
+        iat, exp, data = claims.get("iat"), claims.get("exp"), claims.get("data")
+        if not isinstance(iat, int) or not isinstance(exp, int) or not isinstance(data, dict):
+            raise InvalidState("malformed claims")
+        now = self.clock()
+        if now >= exp:
+            raise InvalidState(f"expired {now - exp:.0f}s ago")
+        if iat > now + self.skew_seconds:
+            raise InvalidState("issued in the future")
+        return Verified(payload=data, issued_at=float(iat), expires_at=float(exp))
+
+    def _unseal(self, token: object) -> dict[str, Any]:
+        if not isinstance(token, str):
+            raise InvalidState("not a string")
+        if len(token) > MAX_TOKEN_CHARS or not token.isascii():
+            raise InvalidState("oversized or non-ASCII token")
+        parts = token.split(".")
+        if len(parts) != 4 or parts[0] != TOKEN_VERSION:
+            raise InvalidState("not a labkit state token")
+        secret = self.keys.get(parts[1])
+        if secret is None:
+            raise InvalidState("unknown key id")
+        body = token[: token.rindex(".")]
+        if not hmac.compare_digest(_mac(secret, body).encode(), parts[3].encode()):
+            raise InvalidState("bad signature")
+        try:
+            claims = json.loads(_b64decode(parts[2]))
+        except (binascii.Error, ValueError):
+            raise InvalidState("undecodable payload") from None
+        if not isinstance(claims, dict):
+            raise InvalidState("malformed claims")
+        return claims
+
+
+def _mac(secret: bytes, body: str) -> str:
+    return _b64encode(hmac.new(secret, body.encode("ascii"), hashlib.sha256).digest())

@@ -1,0 +1,119 @@
+"""In-memory note and replay stores: the teaching default, thread-safe within one process."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+from collections import Counter
+from collections.abc import Sequence
+
+from labkit.clock import Clock, system_clock
+from labkit.scope import Path, parse_file_uri, strictly_contains
+from labkit.stores import Claim, Note
+
+DEFAULT_CAPACITY = 10_000
+DEFAULT_PER_PRINCIPAL = 1_000
+
+
+class MemoryNoteStore:
+    def __init__(self) -> None:
+        self._notes: dict[str, Note] = {}
+        self._generation = itertools.count(1)
+        self._lock = threading.Lock()
+
+    def add(self, note_id: str, uri: str, title: str) -> Note:
+        """Create or replace a note (a replaced note gets a new identity)."""
+        note = Note(note_id, parse_file_uri(uri), title, f"gen-{next(self._generation)}")
+        with self._lock:
+            self._notes[note_id] = note
+        return note
+
+    def move(self, note_id: str, uri: str) -> Note:
+        """Move a note to another path, keeping its identity (a rename on disk)."""
+        with self._lock:
+            old = self._notes[note_id]
+            moved = Note(note_id, parse_file_uri(uri), old.title, old.identity)
+            self._notes[note_id] = moved
+        return moved
+
+    def find(self, workspace: Path, title: str, limit: int) -> Sequence[Note]:
+        needle = title.casefold()
+        with self._lock:
+            notes = list(self._notes.values())
+        matches = [
+            n for n in notes if strictly_contains(workspace, n.path) and needle in n.title.casefold()
+        ]
+        matches.sort(key=lambda n: (n.title.casefold(), n.id))
+        return matches[:limit]
+
+    def get(self, note_id: str) -> Note | None:
+        with self._lock:
+            return self._notes.get(note_id)
+
+    def delete(self, note: Note) -> bool:
+        with self._lock:
+            if self._notes.get(note.id) != note:
+                return False
+            del self._notes[note.id]
+            return True
+
+    def ids(self) -> list[str]:
+        with self._lock:
+            return sorted(self._notes)
+
+
+class MemoryReplayStore:
+    """Bounded, TTL-pruned nonce store with a per-principal share.
+
+    The per-principal share stops one caller from filling the store with declines and so
+    blocking every other principal's deletions (LESSON.md section 13).
+    """
+
+    def __init__(
+        self,
+        *,
+        capacity: int = DEFAULT_CAPACITY,
+        per_principal: int = DEFAULT_PER_PRINCIPAL,
+        clock: Clock = system_clock,
+    ) -> None:
+        if capacity < 1 or per_principal < 1:
+            raise ValueError("replay store capacity and per-principal share must be positive")
+        self.capacity = capacity
+        self.per_principal = min(per_principal, capacity)
+        self._clock = clock
+        self._expiry: dict[tuple[str, str], float] = {}
+        self._heap: list[tuple[float, str, str]] = []
+        self._owned: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def claim(self, principal: str, nonce: str, expires_at: float) -> Claim:
+        key = (principal, nonce)
+        with self._lock:
+            self._prune(self._clock())
+            if key in self._expiry:
+                return Claim.USED
+            if len(self._expiry) >= self.capacity or self._owned[principal] >= self.per_principal:
+                return Claim.FULL
+            self._expiry[key] = expires_at
+            self._owned[principal] += 1
+            heapq.heappush(self._heap, (expires_at, principal, nonce))
+            return Claim.CLAIMED
+
+    def release(self, principal: str, nonce: str) -> None:
+        with self._lock:
+            if self._expiry.pop((principal, nonce), None) is not None:
+                self._owned[principal] -= 1
+            # the heap entry is dropped lazily by _prune
+
+    def __len__(self) -> int:
+        with self._lock:
+            self._prune(self._clock())
+            return len(self._expiry)
+
+    def _prune(self, now: float) -> None:
+        while self._heap and self._heap[0][0] <= now:
+            expires_at, principal, nonce = heapq.heappop(self._heap)
+            if self._expiry.get((principal, nonce)) == expires_at:
+                del self._expiry[(principal, nonce)]
+                self._owned[principal] -= 1

@@ -1,0 +1,55 @@
+"""Wire-level facts of MCP 2026-07-28 and JSON-RPC 2.0 framing helpers.
+
+Owns: protocol constants, `_meta` key names, JSON decoding for transports (-32700), and the
+response envelopes. Pure module: bytes or objects in, objects out.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+from labkit.errors import PARSE_ERROR, ProtocolError
+
+PROTOCOL_VERSION: Final = "2026-07-28"
+LEGACY_PROTOCOL_VERSION: Final = "2025-11-25"
+
+META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
+META_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
+META_CLIENT_INFO: Final = "io.modelcontextprotocol/clientInfo"
+META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
+
+RequestId = str | int
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def decode(raw: bytes | str) -> Any:
+    """Parse one JSON text, or raise ProtocolError(-32700). NaN and Infinity are not JSON."""
+    try:
+        return json.loads(raw, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        raise ProtocolError(PARSE_ERROR, "Parse error: the body is not valid JSON") from None
+
+
+def encode(message: Any) -> bytes:
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def is_request_id(value: object) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def result_response(request_id: RequestId, result: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def error_response(request_id: RequestId | None, error: ProtocolError) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "error": error.to_wire()}
+
+
+def parse_error_response() -> dict[str, Any]:
+    """What a transport answers to text that is not JSON: -32700 with `id: null`."""
+    return error_response(None, ProtocolError(PARSE_ERROR, "Parse error: the body is not valid JSON"))
