@@ -23,7 +23,9 @@ class FormError(ValueError):
     """An answer (or a schema) that does not fit the restricted form schema."""
 
 
-def single_select(choices: Iterable[tuple[str, str]], *, title: str, description: str = "") -> dict[str, Any]:
+def single_select(
+    choices: Iterable[tuple[str, str]], *, title: str, description: str = ""
+) -> dict[str, Any]:
     """A titled single-select enum: `oneOf: [{"const": value, "title": label}, ...]`."""
     field: dict[str, Any] = {
         "type": "string",

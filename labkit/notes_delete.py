@@ -40,7 +40,6 @@ PHASE: Final = "confirm-delete"
 
 STATE_ERROR: Final = "Invalid, expired or already used requestState"
 OUTSIDE_ERROR: Final = "workspaceUri is not a workspace this principal may use"
-FORM_CAPABILITY: Final = {"elicitation": {"form": {}}}
 
 _DESCRIPTOR: Final = json.dumps(
     {
@@ -76,7 +75,14 @@ _DESCRIPTOR: Final = json.dumps(
                 "deleted": {"type": "boolean"},
                 "status": {
                     "type": "string",
-                    "enum": ["deleted", "declined", "not_confirmed", "cancelled", "no_match", "stale"],
+                    "enum": [
+                        "deleted",
+                        "declined",
+                        "not_confirmed",
+                        "cancelled",
+                        "no_match",
+                        "stale",
+                    ],
                 },
                 "noteId": {"type": "string"},
             },
@@ -142,7 +148,7 @@ class NotesDelete:
             raise ProtocolError(
                 MISSING_CAPABILITY,
                 "notes_delete needs form elicitation to confirm the deletion",
-                {"requiredCapabilities": FORM_CAPABILITY},
+                {"requiredCapabilities": {"elicitation": {"form": {}}}},
             )
         workspace, title = self._arguments(arguments)
         principal = request.context.principal
@@ -200,8 +206,7 @@ class NotesDelete:
             },
         )
         message = (
-            f"Choose the note to delete from {ws_uri} and confirm. "
-            "The deletion cannot be undone."
+            f"Choose the note to delete from {ws_uri} and confirm. The deletion cannot be undone."
         )
         if len(found) > len(shown):
             message += (
@@ -247,7 +252,11 @@ class NotesDelete:
         if answer is None:
             # A missing answer is re-asked, never treated as consent or as an error.
             return self._ask(binding, workspace, title)
-        if not isinstance(answer, dict) or answer.get("action") not in ("accept", "decline", "cancel"):
+        if not isinstance(answer, dict) or answer.get("action") not in (
+            "accept",
+            "decline",
+            "cancel",
+        ):
             raise ProtocolError(
                 INVALID_PARAMS,
                 f"inputResponses.{INPUT_KEY} must be an elicitation result "
@@ -269,7 +278,8 @@ class NotesDelete:
             content = forms.validate_content(schema, answer.get("content"))
         except forms.FormError as exc:
             raise ProtocolError(
-                INVALID_PARAMS, f"inputResponses.{INPUT_KEY}.content does not answer the form: {exc}"
+                INVALID_PARAMS,
+                f"inputResponses.{INPUT_KEY}.content does not answer the form: {exc}",
             ) from None
         if content["confirm"] is not True:
             self._consume(binding.principal, nonce, verified.expires_at)

@@ -117,9 +117,11 @@ class Server:
             request = self._validate(message, context)
             result = self.methods[request.method](request)
             meta = result.get("_meta")
-            result["_meta"] = {**meta, META_SERVER_INFO: self.server_info} if meta else {
-                META_SERVER_INFO: self.server_info
-            }
+            result["_meta"] = (
+                {**meta, META_SERVER_INFO: self.server_info}
+                if meta
+                else {META_SERVER_INFO: self.server_info}
+            )
             return result_response(request.id, result)
         except ProtocolError as error:
             return error_response(request_id, error)

@@ -140,7 +140,7 @@ class StateSigner:
 
     def mint(self, binding: Binding, payload: Mapping[str, Any]) -> str:
         now = self.clock()
-        claims = {
+        claims: dict[str, Any] = {
             "aud": self.audience,
             "sub": binding.principal,
             "method": binding.method,

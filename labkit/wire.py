@@ -52,4 +52,6 @@ def error_response(request_id: RequestId | None, error: ProtocolError) -> dict[s
 
 def parse_error_response() -> dict[str, Any]:
     """What a transport answers to text that is not JSON: -32700 with `id: null`."""
-    return error_response(None, ProtocolError(PARSE_ERROR, "Parse error: the body is not valid JSON"))
+    return error_response(
+        None, ProtocolError(PARSE_ERROR, "Parse error: the body is not valid JSON")
+    )

@@ -72,10 +72,17 @@ class ReplayStore(Protocol):
 
 @runtime_checkable
 class AtomicDeleter(Protocol):
-    """A store holding notes and nonces together: claim and delete in one transaction."""
+    """A note store that can claim the nonce and delete in one unit of work.
+
+    A database store does it in one transaction when `replay` lives in the same database; a
+    filesystem store commits the claim with an intent record, then unlinks, then marks the
+    intent done. A store that cannot do better with this `replay` calls `claim_then_delete`.
+    """
 
     def claim_and_delete(
         self,
+        replay: ReplayStore,
+        *,
         principal: str,
         nonce: str,
         expires_at: float,
@@ -97,13 +104,42 @@ def commit_deletion(
     """Claim the nonce and delete the live note, all or nothing.
 
     `recheck` runs on the live record (authorization, containment, identity) after the claim
-    and before the delete. When one store holds both (a database), it does the whole thing in
-    one transaction. Otherwise the claim comes first and is released if the delete cannot
-    happen, so a note is never deleted without its nonce consumed and a nonce is never consumed
-    by a deletion that failed.
+    and before the delete. A note is never deleted without its nonce consumed, and a nonce is
+    never consumed by a deletion that did not happen.
     """
-    if notes is replay and isinstance(notes, AtomicDeleter):
-        return notes.claim_and_delete(principal, nonce, expires_at, note_id, recheck)
+    if isinstance(notes, AtomicDeleter):
+        return notes.claim_and_delete(
+            replay,
+            principal=principal,
+            nonce=nonce,
+            expires_at=expires_at,
+            note_id=note_id,
+            recheck=recheck,
+        )
+    return claim_then_delete(
+        notes,
+        replay,
+        principal=principal,
+        nonce=nonce,
+        expires_at=expires_at,
+        note_id=note_id,
+        recheck=recheck,
+    )
+
+
+def claim_then_delete(
+    notes: NoteStore,
+    replay: ReplayStore,
+    *,
+    principal: str,
+    nonce: str,
+    expires_at: float,
+    note_id: str,
+    recheck: Callable[[Note], bool],
+) -> tuple[Deletion, Note | None]:
+    """The generic unit of work for two independent stores: claim first (so two servers can
+    never both pass), then re-check and delete, releasing the claim if the delete cannot
+    happen."""
     claim = replay.claim(principal, nonce, expires_at)
     if claim is not Claim.CLAIMED:
         return (Deletion.USED if claim is Claim.USED else Deletion.FULL), None

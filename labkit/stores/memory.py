@@ -42,7 +42,9 @@ class MemoryNoteStore:
         with self._lock:
             notes = list(self._notes.values())
         matches = [
-            n for n in notes if strictly_contains(workspace, n.path) and needle in n.title.casefold()
+            n
+            for n in notes
+            if strictly_contains(workspace, n.path) and needle in n.title.casefold()
         ]
         matches.sort(key=lambda n: (n.title.casefold(), n.id))
         return matches[:limit]
