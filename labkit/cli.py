@@ -23,7 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
         "the labkit core, prints them compactly and reports PASS or FAIL from what happened. "
         "Exits non-zero if any checkpoint fails.",
     )
-    demo.add_argument("--width", type=int, default=160, help="truncate printed JSON lines")
+    demo.add_argument("--width", type=int, default=200, help="truncate printed JSON lines to this many characters")
     demo.set_defaults(run=_run_demo)
     return parser
 
