@@ -29,6 +29,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
 lab: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,lab]'
 	$(BIN)/jupyter lab notebooks
 
 clean:
