@@ -116,12 +116,8 @@ class Server:
         try:
             request = self._validate(message, context)
             result = self.methods[request.method](request)
-            meta = result.get("_meta")
-            result["_meta"] = (
-                {**meta, META_SERVER_INFO: self.server_info}
-                if meta
-                else {META_SERVER_INFO: self.server_info}
-            )
+            # A copy: a caller mutating a result must never change the server's identity.
+            result["_meta"] = {**result.get("_meta", {}), META_SERVER_INFO: dict(self.server_info)}
             return result_response(request.id, result)
         except ProtocolError as error:
             return error_response(request_id, error)

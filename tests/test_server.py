@@ -1,0 +1,489 @@
+"""The sans-IO server core: envelope, `_meta`, dispatch, discovery, tools/list, the error boundary.
+
+Dicts in, dicts out through `Server.handle`; every response also passes `check_wire`.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from typing import Any
+
+import pytest
+from conftest import (
+    MISSING,
+    PROTOCOL,
+    Lab,
+    build_lab,
+    call,
+    call_message,
+    check_wire,
+    error_of,
+    request,
+    result_of,
+    send,
+)
+
+from labkit import wire
+from labkit.errors import HTTP_STATUS, ProtocolError, http_status
+from labkit.server import Request, RequestContext, Server
+
+VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+CAPS_KEY = "io.modelcontextprotocol/clientCapabilities"
+SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
+
+
+def discover(lab: Lab, id: Any = 1) -> dict[str, Any]:
+    response = send(lab.server, request(id, "server/discover"))
+    assert response is not None
+    return result_of(response)
+
+
+def list_tools(server: Server, id: Any = 1) -> dict[str, Any]:
+    response = send(server, request(id, "tools/list"))
+    assert response is not None
+    return result_of(response)
+
+
+# -- the JSON-RPC envelope ---------------------------------------------------------------------
+
+INVALID_ENVELOPES = [
+    pytest.param([], id="batch-array"),
+    pytest.param([{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}], id="batch-of-one"),
+    pytest.param("tools/list", id="string"),
+    pytest.param(1, id="number"),
+    pytest.param(None, id="null"),
+    pytest.param({"id": 1, "method": "tools/list", "params": {}}, id="no-jsonrpc"),
+    pytest.param({"jsonrpc": "1.0", "id": 1, "method": "tools/list"}, id="jsonrpc-1.0"),
+    pytest.param({"jsonrpc": 2.0, "id": 1, "method": "tools/list"}, id="jsonrpc-number"),
+    pytest.param({"jsonrpc": "2.0", "id": None, "method": "tools/list"}, id="id-null"),
+    pytest.param({"jsonrpc": "2.0", "id": True, "method": "tools/list"}, id="id-bool"),
+    pytest.param({"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}, id="id-float"),
+    pytest.param({"jsonrpc": "2.0", "id": [1], "method": "tools/list"}, id="id-array"),
+    pytest.param({"jsonrpc": "2.0", "id": {"a": 1}, "method": "tools/list"}, id="id-object"),
+    pytest.param({"jsonrpc": "2.0", "id": 1}, id="no-method"),
+    pytest.param({"jsonrpc": "2.0", "id": 1, "method": 7}, id="method-number"),
+    pytest.param({"jsonrpc": "2.0", "id": 1, "method": None}, id="method-null"),
+    pytest.param(
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": []}, id="params-array"
+    ),
+    pytest.param(
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": "x"}, id="params-str"
+    ),
+    pytest.param(
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": None}, id="params-null"
+    ),
+]
+
+
+@pytest.mark.parametrize("message", INVALID_ENVELOPES)
+def test_invalid_envelope_is_32600(lab: Lab, message: Any) -> None:
+    response = send(lab.server, message)
+    assert response is not None
+    assert error_of(response)["code"] == -32600
+
+
+@pytest.mark.parametrize("bad_id", [None, True, 1.5, [1]])
+def test_an_id_that_is_not_a_string_or_integer_is_answered_with_id_null(
+    lab: Lab, bad_id: Any
+) -> None:
+    response = send(lab.server, {"jsonrpc": "2.0", "id": bad_id, "method": "tools/list"})
+    assert response is not None
+    assert response["id"] is None
+    assert error_of(response)["code"] == -32600
+
+
+def test_an_invalid_envelope_with_a_valid_id_echoes_that_id(lab: Lab) -> None:
+    response = send(lab.server, {"jsonrpc": "1.0", "id": "req-9", "method": "tools/list"})
+    assert response is not None
+    assert response["id"] == "req-9"
+    assert error_of(response)["code"] == -32600
+
+
+@pytest.mark.parametrize("request_id", [0, -1, 2**63, "0", "", "abc-é"])
+def test_ids_are_echoed_with_their_exact_value_and_type(lab: Lab, request_id: Any) -> None:
+    response = send(lab.server, request(request_id, "tools/list"))
+    assert response is not None
+    assert response["id"] == request_id and type(response["id"]) is type(request_id)
+    assert result_of(response)["resultType"] == "complete"
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        "initialize",
+        "ping",
+        "logging/setLevel",
+        "roots/list",
+        "notifications/roots/list_changed",
+        "elicitation/create",
+        "prompts/list",
+        "resources/read",
+        "tools/List",
+        "",
+    ],
+)
+def test_unknown_or_removed_method_is_32601(lab: Lab, method: str) -> None:
+    response = send(lab.server, request(1, method))
+    assert response is not None
+    assert error_of(response)["code"] == -32601
+    assert http_status(-32601) == 404
+
+
+def test_unknown_method_wins_over_missing_meta(lab: Lab) -> None:
+    response = send(lab.server, {"jsonrpc": "2.0", "id": 1, "method": "initialize"})
+    assert response is not None
+    assert error_of(response)["code"] == -32601
+
+
+# -- notifications -------------------------------------------------------------------------------
+
+NOTIFICATIONS = [
+    pytest.param(
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}},
+        id="cancelled",
+    ),
+    pytest.param(
+        {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": "x", "reason": "user closed the dialog"},
+        },
+        id="cancelled-with-reason",
+    ),
+    pytest.param(request(MISSING, "tools/list"), id="tools-list-without-id"),
+    pytest.param(request(MISSING, "server/discover"), id="discover-without-id"),
+    pytest.param(call_message(MISSING), id="tools-call-without-id"),
+    pytest.param({"jsonrpc": "2.0", "method": "no/such/method"}, id="unknown-method"),
+    pytest.param({"jsonrpc": "2.0", "method": "initialize", "params": {}}, id="initialize"),
+    pytest.param({"jsonrpc": "1.0", "method": "tools/list"}, id="bad-jsonrpc"),
+    pytest.param({"jsonrpc": "2.0", "method": 42}, id="bad-method"),
+    pytest.param({"jsonrpc": "2.0", "method": "tools/list", "params": []}, id="bad-params"),
+    pytest.param({}, id="empty-object"),
+]
+
+
+@pytest.mark.parametrize("message", NOTIFICATIONS)
+def test_a_notification_is_never_answered_success_or_error(lab: Lab, message: Any) -> None:
+    before = lab.nonces.issued
+    assert send(lab.server, message) is None
+    assert lab.nonces.issued == before, "a notification was dispatched to a tool"
+    assert lab.ids() == ["note-100", "note-14", "note-3", "note-7", "note-99"]
+
+
+# -- per-request _meta -------------------------------------------------------------------------
+
+
+def _with_meta(meta: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {} if meta is MISSING else {"_meta": meta}
+    return {"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": params}
+
+
+BAD_META = [
+    pytest.param(MISSING, id="no-meta"),
+    pytest.param(None, id="meta-null"),
+    pytest.param([], id="meta-array"),
+    pytest.param("2026-07-28", id="meta-string"),
+    pytest.param({CAPS_KEY: {}}, id="no-version"),
+    pytest.param({VERSION_KEY: None, CAPS_KEY: {}}, id="version-null"),
+    pytest.param({VERSION_KEY: 20260728, CAPS_KEY: {}}, id="version-number"),
+    pytest.param({VERSION_KEY: ["2026-07-28"], CAPS_KEY: {}}, id="version-array"),
+    pytest.param({VERSION_KEY: PROTOCOL}, id="no-capabilities"),
+    pytest.param({VERSION_KEY: PROTOCOL, CAPS_KEY: None}, id="capabilities-null"),
+    pytest.param({VERSION_KEY: PROTOCOL, CAPS_KEY: []}, id="capabilities-array"),
+    pytest.param({VERSION_KEY: PROTOCOL, CAPS_KEY: "form"}, id="capabilities-string"),
+    pytest.param({"protocolVersion": PROTOCOL, "capabilities": {}}, id="unprefixed-keys"),
+]
+
+
+@pytest.mark.parametrize("meta", BAD_META)
+def test_missing_or_malformed_meta_is_32602(lab: Lab, meta: Any) -> None:
+    response = send(lab.server, _with_meta(meta))
+    assert response is not None
+    assert error_of(response)["code"] == -32602
+
+
+def test_no_params_at_all_is_32602(lab: Lab) -> None:
+    response = send(lab.server, {"jsonrpc": "2.0", "id": 1, "method": "server/discover"})
+    assert response is not None
+    assert error_of(response)["code"] == -32602
+
+
+@pytest.mark.parametrize("version", ["2025-11-25", "2025-06-18", "2026-07-29", "", "latest"])
+def test_unsupported_version_is_32022_with_exact_data(lab: Lab, version: str) -> None:
+    response = send(lab.server, request(1, "tools/list", version=version))
+    assert response is not None
+    error = error_of(response)
+    assert error["code"] == -32022
+    assert error["data"] == {"supported": ["2026-07-28"], "requested": version}
+    assert http_status(-32022) == 400
+
+
+def test_every_supported_version_in_32022_is_also_discovered(lab: Lab) -> None:
+    response = send(lab.server, request(1, "server/discover", version="2025-11-25"))
+    assert response is not None
+    supported = error_of(response)["data"]["supported"]
+    assert set(supported) <= set(discover(lab, 2)["supportedVersions"])
+
+
+def test_an_unsupported_version_is_reported_before_missing_capabilities(lab: Lab) -> None:
+    response = send(lab.server, _with_meta({VERSION_KEY: "2025-11-25"}))
+    assert response is not None
+    assert error_of(response)["code"] == -32022
+
+
+def test_client_info_is_optional_and_accepted_when_present(lab: Lab) -> None:
+    message = request(1, "tools/list")
+    message["params"]["_meta"]["io.modelcontextprotocol/clientInfo"] = {
+        "name": "some client",
+        "version": "9",
+    }
+    response = send(lab.server, message)
+    assert response is not None
+    assert result_of(response)["tools"][0]["name"] == "notes_delete"
+
+
+def test_empty_capabilities_are_enough_for_listing(lab: Lab) -> None:
+    response = send(lab.server, request(1, "tools/list", caps={}))
+    assert response is not None
+    assert result_of(response)["resultType"] == "complete"
+
+
+def test_unknown_meta_keys_are_ignored(lab: Lab) -> None:
+    message = request(1, "server/discover")
+    message["params"]["_meta"]["com.example/trace"] = {"span": 1}
+    response = send(lab.server, message)
+    assert response is not None
+    assert result_of(response)["resultType"] == "complete"
+
+
+# -- server/discover ---------------------------------------------------------------------------
+
+
+def test_discover_is_complete_with_versions_capabilities_and_cache_hints(lab: Lab) -> None:
+    result = discover(lab)
+    assert result["resultType"] == "complete"
+    assert result["supportedVersions"] == ["2026-07-28"]
+    assert "tools" in result["capabilities"]
+    assert "roots" not in result["capabilities"]
+    assert isinstance(result["ttlMs"], int) and result["ttlMs"] >= 0
+    assert result["cacheScope"] in ("public", "private")
+    assert result["_meta"][SERVER_INFO_KEY] == {"name": "labkit", "version": "0.1.0"}
+    assert "serverInfo" not in result
+
+
+def test_discover_is_deterministic_and_a_fresh_copy(lab: Lab) -> None:
+    first = discover(lab, 1)
+    first["capabilities"]["roots"] = {"listChanged": True}
+    first["supportedVersions"].append("2025-11-25")
+    first["_meta"][SERVER_INFO_KEY]["name"] = "changed"
+    second = discover(lab, 2)
+    assert "roots" not in second["capabilities"]
+    assert second["supportedVersions"] == ["2026-07-28"]
+    assert second["_meta"][SERVER_INFO_KEY]["name"] == "labkit"
+
+
+def test_discover_needs_no_capabilities(lab: Lab) -> None:
+    response = send(lab.server, request(1, "server/discover", caps={}))
+    assert response is not None
+    assert result_of(response)["resultType"] == "complete"
+
+
+# -- tools/list --------------------------------------------------------------------------------
+
+
+def test_tools_list_is_complete_public_and_identified(lab: Lab) -> None:
+    result = list_tools(lab.server)
+    assert result["resultType"] == "complete"
+    assert isinstance(result["ttlMs"], int) and result["ttlMs"] > 0
+    assert result["cacheScope"] == "public"
+    assert result["_meta"][SERVER_INFO_KEY] == {"name": "labkit", "version": "0.1.0"}
+    assert [tool["name"] for tool in result["tools"]] == ["notes_delete"]
+
+
+def test_notes_delete_descriptor(lab: Lab) -> None:
+    (tool,) = list_tools(lab.server)["tools"]
+    assert tool["title"] and tool["description"]
+    schema = tool["inputSchema"]
+    assert schema["type"] == "object"
+    assert set(schema["required"]) == {"workspaceUri", "title"}
+    assert schema["properties"]["workspaceUri"]["type"] == "string"
+    assert schema["properties"]["title"]["type"] == "string"
+    assert tool["annotations"]["destructiveHint"] is True
+    assert tool["annotations"]["readOnlyHint"] is False
+    output = tool["outputSchema"]
+    assert output["type"] == "object"
+    assert "deleted" in output["required"]
+    assert output["properties"]["deleted"] == {"type": "boolean"}
+    assert output["properties"]["noteId"] == {"type": "string"}
+
+
+def test_tools_list_hands_out_fresh_copies(lab: Lab) -> None:
+    first = list_tools(lab.server, 1)
+    pristine = copy.deepcopy(first["tools"])
+    tool = first["tools"][0]
+    tool["name"] = "hijacked"
+    tool["annotations"]["destructiveHint"] = False
+    tool["inputSchema"]["required"].clear()
+    tool["inputSchema"]["properties"]["workspaceUri"]["type"] = "number"
+    tool["outputSchema"]["properties"].clear()
+    first["tools"].append({"name": "extra", "inputSchema": {"type": "object"}})
+    second = list_tools(lab.server, 2)
+    assert second["tools"] == pristine
+
+
+def test_tools_list_is_deterministic(lab: Lab) -> None:
+    assert list_tools(lab.server, 1)["tools"] == list_tools(lab.server, 2)["tools"]
+    other = build_lab()
+    assert list_tools(other.server, 1)["tools"] == list_tools(lab.server, 3)["tools"]
+
+
+class _FakeTool:
+    """A minimal extra tool, to see ordering and the error boundary with more than one tool."""
+
+    def __init__(self, name: str, error: Exception | None = None) -> None:
+        self.name = name
+        self.error = error
+
+    def descriptor(self) -> dict[str, Any]:
+        return {"name": self.name, "inputSchema": {"type": "object"}}
+
+    def call(self, request: Request, arguments: dict[str, Any]) -> dict[str, Any]:
+        if self.error is not None:
+            raise self.error
+        return {"resultType": "complete", "content": [{"type": "text", "text": self.name}]}
+
+
+def test_tools_are_listed_sorted_by_name(lab: Lab) -> None:
+    notes_delete = lab.server.tools["notes_delete"]
+    server = Server([_FakeTool("zeta"), notes_delete, _FakeTool("alpha")])
+    names = [tool["name"] for tool in list_tools(server)["tools"]]
+    assert names == ["alpha", "notes_delete", "zeta"]
+
+
+# -- tools/call routing ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        pytest.param({}, id="no-name"),
+        pytest.param({"name": 5}, id="name-number"),
+        pytest.param({"name": "no_such_tool", "arguments": {}}, id="unknown-tool"),
+        pytest.param({"name": "notes_delete", "arguments": []}, id="arguments-array"),
+        pytest.param({"name": "notes_delete", "arguments": "x"}, id="arguments-string"),
+    ],
+)
+def test_tools_call_routing_errors_are_32602(lab: Lab, params: dict[str, Any]) -> None:
+    response = send(lab.server, request(1, "tools/call", params))
+    assert response is not None
+    assert error_of(response)["code"] == -32602
+
+
+# -- the error boundary: -32603 ----------------------------------------------------------------
+
+
+def test_an_unexpected_exception_is_a_generic_32603(caplog: pytest.LogCaptureFixture) -> None:
+    secret = "db password hunter2 at /etc/labkit/secret"
+    server = Server([_FakeTool("boom", RuntimeError(secret))])
+    with caplog.at_level(logging.ERROR, logger="labkit.server"):
+        response = send(server, request(7, "tools/call", {"name": "boom", "arguments": {}}))
+    assert response is not None
+    assert response["id"] == 7
+    assert error_of(response) == {"code": -32603, "message": "Internal error"}
+    assert secret not in str(response)
+    # The detail is not lost: it goes to the log, with the traceback.
+    assert secret in caplog.text and "Traceback" in caplog.text
+
+
+class _BrokenNotes:
+    """A note store whose backend fails (a lost connection, say)."""
+
+    def find(self, workspace: Any, title: str, limit: int) -> Any:
+        raise ConnectionError("backend unreachable at 10.0.0.7")
+
+    def get(self, note_id: str) -> Any:
+        raise ConnectionError("backend unreachable at 10.0.0.7")
+
+    def delete(self, note: Any) -> bool:
+        raise ConnectionError("backend unreachable at 10.0.0.7")
+
+
+def test_a_failing_store_becomes_32603_without_detail(caplog: pytest.LogCaptureFixture) -> None:
+    lab = build_lab(notes=_BrokenNotes())  # type: ignore[arg-type]
+    with caplog.at_level(logging.ERROR, logger="labkit.server"):
+        response = call(lab.server, 1)
+    assert error_of(response) == {"code": -32603, "message": "Internal error"}
+    assert "10.0.0.7" not in str(response)
+
+
+def test_a_tool_protocol_error_keeps_its_code_and_data() -> None:
+    error = ProtocolError(-32021, "needs form", {"requiredCapabilities": {"elicitation": {}}})
+    server = Server([_FakeTool("gate", error)])
+    response = send(server, request(1, "tools/call", {"name": "gate", "arguments": {}}))
+    assert response is not None
+    assert error_of(response) == {
+        "code": -32021,
+        "message": "needs form",
+        "data": {"requiredCapabilities": {"elicitation": {}}},
+    }
+
+
+def test_protocol_error_repr_and_wire_form() -> None:
+    error = ProtocolError(-32602, "bad", None)
+    assert error.to_wire() == {"code": -32602, "message": "bad"}
+    assert repr(error) == "ProtocolError(-32602, 'bad', data=None)"
+
+
+# -- -32700 belongs to transports: the helper -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"", b"{", b"{'a': 1}", b"NaN", b"[1, Infinity]", b"-Infinity", b"\xff\xfe", "[" * 100_000],
+)
+def test_decode_rejects_what_is_not_json_with_32700(raw: bytes | str) -> None:
+    with pytest.raises(ProtocolError) as caught:
+        wire.decode(raw)
+    assert caught.value.code == -32700
+
+
+def test_parse_error_response_is_schema_valid_with_id_null() -> None:
+    response = wire.parse_error_response()
+    assert response["id"] is None
+    assert response["error"]["code"] == -32700
+    check_wire("{not json", response)
+    assert http_status(-32700) == 400
+
+
+def test_decode_and_encode_round_trip() -> None:
+    message = call_message(1)
+    assert wire.decode(wire.encode(message)) == message
+    assert wire.decode(wire.encode(message).decode("utf-8")) == message
+    assert b" " not in wire.encode({"a": [1, 2]})
+
+
+def test_a_decoded_request_flows_through_the_core(lab: Lab) -> None:
+    raw = b'{"jsonrpc":"2.0","id":4,"method":"server/discover","params":{"_meta":' + (
+        b'{"io.modelcontextprotocol/protocolVersion":"2026-07-28",'
+        b'"io.modelcontextprotocol/clientCapabilities":{}}}}'
+    )
+    response = send(lab.server, wire.decode(raw))
+    assert response is not None
+    assert result_of(response)["supportedVersions"] == ["2026-07-28"]
+
+
+def test_http_status_table() -> None:
+    assert HTTP_STATUS[-32600] == 400
+    assert http_status(-32602) == 400
+    assert http_status(-32020) == 400
+    assert http_status(-32021) == 400
+    assert http_status(-32603) == 500
+    assert http_status(-31999) == 500
+
+
+def test_request_context_principal_defaults_to_nobody(lab: Lab) -> None:
+    assert RequestContext().principal is None
+    response = lab.server.handle(call_message(1), RequestContext())
+    check_wire(call_message(1), response)
+    assert response is not None and error_of(response)["code"] == -32602
