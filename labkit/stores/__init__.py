@@ -143,8 +143,13 @@ def claim_then_delete(
     claim = replay.claim(principal, nonce, expires_at)
     if claim is not Claim.CLAIMED:
         return (Deletion.USED if claim is Claim.USED else Deletion.FULL), None
-    live = notes.get(note_id)
-    if live is not None and recheck(live) and notes.delete(live):
-        return Deletion.DELETED, live
+    try:
+        live = notes.get(note_id)
+        if live is not None and recheck(live) and notes.delete(live):
+            return Deletion.DELETED, live
+    except BaseException:
+        # A recheck or store failure is not a deletion either: the nonce stays usable.
+        replay.release(principal, nonce)
+        raise
     replay.release(principal, nonce)
     return Deletion.STALE, live
