@@ -7,6 +7,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from labkit import serve as serve_command
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -25,6 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--width", type=int, default=200, help="truncate printed JSON lines to this many characters")
     demo.set_defaults(run=_run_demo)
+
+    serve = commands.add_parser("serve", help="serve MCP over stdio (default) or Streamable HTTP")
+    serve_command.add_arguments(serve)
     return parser
 
 

@@ -1,0 +1,254 @@
+"""The deployment configuration file (TOML): parsing, validation, and building a server from it.
+
+Owns: the schema of the file (pydantic models, unknown keys refused), the checks that need the
+file system (signing key files) or the whole file (unique principals, one stdio principal),
+and `ConfigError`, whose message names the key path and the problem, e.g.
+`principals[1].workspaces[0]: must start with file:/// or file://localhost/`.
+
+Reads files only in `load_config` (the TOML file and the key files), once at start.
+"""
+
+from __future__ import annotations
+
+import logging
+import stat
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from labkit.auth import TokenAuthenticator
+from labkit.clock import Clock, system_clock
+from labkit.deployment import create_server
+from labkit.scope import AllowlistAuthorizer, ScopeError, parse_file_uri
+from labkit.server import Server
+from labkit.state import MIN_KEY_BYTES, KeyRing
+from labkit.stores import NoteStore, ReplayStore
+from labkit.stores.memory import MemoryNoteStore, MemoryReplayStore
+
+log = logging.getLogger("labkit.config")
+
+SandboxMode = Literal["required", "best_effort", "off"]
+MAX_KEY_FILE_BYTES: Final = 64 * 1024
+
+
+class ConfigError(ValueError):
+    """A configuration the server refuses to start with: `key` is the path in the file."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(f"{key}: {problem}")
+        self.key = key
+        self.problem = problem
+
+    def __repr__(self) -> str:
+        return f"ConfigError({self.key!r}, {self.problem!r})"
+
+
+def _workspace_uri(uri: str) -> str:
+    try:
+        parse_file_uri(uri)
+    except ScopeError as exc:
+        raise ValueError(f"not a usable workspace URI: {exc.reason}") from None
+    return uri
+
+
+class _Section(BaseModel):
+    # Unknown keys are refused (a typo must not silently fall back to a default), and values
+    # are not coerced: `stdio = "yes"` is an error, not True.
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class ServerSettings(_Section):
+    audience: str = Field("labkit", min_length=1, max_length=200)
+    signing_key_files: list[str] = Field(min_length=1)
+    state_ttl_seconds: float = Field(300.0, gt=0, le=86_400)
+    sandbox: SandboxMode = "best_effort"
+
+
+class StoreSettings(_Section):
+    notes: str = Field("memory", min_length=1)
+    replay: str = Field("memory", min_length=1)
+
+
+class HttpSettings(_Section):
+    host: str = Field("127.0.0.1", min_length=1)
+    port: int = Field(8000, ge=0, le=65_535)
+    allowed_hosts: list[str] = []
+    allowed_origins: list[str] = []
+    max_body_bytes: int = Field(1024 * 1024, ge=1024, le=64 * 1024 * 1024)
+    timeout_seconds: float = Field(30.0, gt=0, le=3600)
+
+
+class PrincipalSettings(_Section):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
+    token_sha256: str | None = Field(None, pattern=r"^[0-9a-fA-F]{64}$")
+    workspaces: list[Annotated[str, AfterValidator(_workspace_uri)]] = []
+    stdio: bool = False
+
+
+class ConfigFile(_Section):
+    server: ServerSettings
+    stores: StoreSettings = Field(default_factory=lambda: StoreSettings.model_validate({}))
+    http: HttpSettings = Field(default_factory=lambda: HttpSettings.model_validate({}))
+    principals: list[PrincipalSettings] = Field(min_length=1)
+
+
+@dataclass(frozen=True)
+class Config:
+    """A validated configuration file and the resolved paths of its signing keys."""
+
+    path: Path
+    settings: ConfigFile
+    key_files: tuple[Path, ...]
+
+    def stdio_principal(self) -> str:
+        """The principal a stdio server acts for; refused when none is marked `stdio = true`."""
+        for principal in self.settings.principals:
+            if principal.stdio:
+                return principal.name
+        raise ConfigError("principals", "no principal has stdio = true; a stdio server needs one")
+
+    def authenticator(self) -> TokenAuthenticator:
+        hashes = {
+            p.name: p.token_sha256.lower() for p in self.settings.principals if p.token_sha256
+        }
+        if not hashes:
+            raise ConfigError(
+                "principals", "no principal has a token_sha256; nobody could use the HTTP server"
+            )
+        return TokenAuthenticator(hashes)
+
+    def authorizer(self) -> AllowlistAuthorizer:
+        return AllowlistAuthorizer({p.name: p.workspaces for p in self.settings.principals})
+
+    def workspaces(self) -> tuple[str, ...]:
+        """Every configured workspace URI, each once, in file order."""
+        return tuple(dict.fromkeys(w for p in self.settings.principals for w in p.workspaces))
+
+    def open_stores(self, *, clock: Clock = system_clock) -> tuple[NoteStore, ReplayStore]:
+        stores = self.settings.stores
+        if stores.notes != "memory":
+            raise ConfigError("stores.notes", f"unsupported note store {stores.notes!r}")
+        if stores.replay != "memory":
+            raise ConfigError("stores.replay", f"unsupported replay store {stores.replay!r}")
+        return MemoryNoteStore(), MemoryReplayStore(clock=clock)
+
+    def build_server(self, *, clock: Clock = system_clock) -> Server:
+        notes, replay = self.open_stores(clock=clock)
+        server = self.settings.server
+        return create_server(
+            keys=KeyRing.from_files(self.key_files),
+            notes=notes,
+            replay=replay,
+            authorizer=self.authorizer(),
+            clock=clock,
+            audience=server.audience,
+            state_ttl_seconds=server.state_ttl_seconds,
+        )
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate a configuration file, or raise `ConfigError` naming the first problem."""
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError("(file)", f"cannot read {str(path)!r}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError("(file)", "not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError("(file)", f"not valid TOML: {exc}") from None
+    return parse_config(raw, base_dir=path.resolve().parent, path=path)
+
+
+def parse_config(raw: dict[str, Any], *, base_dir: Path, path: Path | None = None) -> Config:
+    """Validate an already-parsed TOML document; relative key paths resolve from `base_dir`."""
+    try:
+        settings = ConfigFile.model_validate(raw)
+    except ValidationError as exc:
+        raise _first_error(exc) from None
+    _check_principals(settings.principals)
+    key_files = tuple(
+        _check_key_file(base_dir, index, name)
+        for index, name in enumerate(settings.server.signing_key_files)
+    )
+    return Config(path or base_dir / "labkit.toml", settings, key_files)
+
+
+def _first_error(exc: ValidationError) -> ConfigError:
+    errors = exc.errors()
+    first = errors[0]
+    key = _key_path(first["loc"]) or "(file)"
+    kind = first["type"]
+    if kind == "extra_forbidden":
+        problem = "unknown key"
+    elif kind == "missing":
+        problem = "required key is missing"
+    else:
+        problem = str(first["msg"]).removeprefix("Value error, ")
+    if len(errors) > 1:
+        problem += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+    return ConfigError(key, problem)
+
+
+def _key_path(loc: Sequence[int | str]) -> str:
+    """('principals', 1, 'workspaces', 0) -> 'principals[1].workspaces[0]'."""
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _check_principals(principals: Sequence[PrincipalSettings]) -> None:
+    names: dict[str, int] = {}
+    hashes: dict[str, int] = {}
+    stdio: int | None = None
+    for index, principal in enumerate(principals):
+        if principal.name in names:
+            raise ConfigError(
+                f"principals[{index}].name",
+                f"{principal.name!r} is already principals[{names[principal.name]}]",
+            )
+        names[principal.name] = index
+        if principal.token_sha256 is not None:
+            digest = principal.token_sha256.lower()
+            if digest in hashes:
+                raise ConfigError(
+                    f"principals[{index}].token_sha256",
+                    f"the same token hash as principals[{hashes[digest]}]; "
+                    "each principal needs its own token",
+                )
+            hashes[digest] = index
+        if principal.stdio:
+            if stdio is not None:
+                raise ConfigError(
+                    f"principals[{index}].stdio",
+                    f"principals[{stdio}] is already the stdio principal; exactly one may be",
+                )
+            stdio = index
+
+
+def _check_key_file(base_dir: Path, index: int, name: str) -> Path:
+    key = f"server.signing_key_files[{index}]"
+    path = base_dir / Path(name).expanduser()
+    try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(key, f"{str(path)!r} is not a regular file")
+        if info.st_size > MAX_KEY_FILE_BYTES:
+            raise ConfigError(key, f"{str(path)!r} is too large to be a key file")
+        secret = path.read_bytes().strip()
+    except OSError as exc:
+        raise ConfigError(key, f"cannot read {str(path)!r}: {exc.strerror}") from None
+    if len(secret) < MIN_KEY_BYTES:
+        raise ConfigError(
+            key,
+            f"{str(path)!r} holds {len(secret)} bytes; a signing key needs at least "
+            f"{MIN_KEY_BYTES} random bytes",
+        )
+    if info.st_mode & 0o077:
+        log.warning("signing key file %s is readable by other users; chmod 600 it", path)
+    return path

@@ -1,0 +1,300 @@
+"""`labkit serve`: run the server over stdio (the default) or Streamable HTTP.
+
+Owns: the command's options, choosing the deployment (a config file, or the demo), the order
+of start-up (configuration, stores, listening socket, sandbox, then serving), signal handling
+and exit codes: 0 after a clean stop (EOF, SIGINT, SIGTERM), 1 when the environment refuses
+(port in use, sandbox required but unavailable), 2 for a bad configuration or usage, with one
+line on stderr naming the problem.
+
+Heavy imports (uvicorn, starlette) happen in `run`, so building the CLI parser stays cheap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import signal
+import socket
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from labkit.auth import Authenticator
+    from labkit.server import Server
+
+log = logging.getLogger("labkit.serve")
+
+DEFAULT_HOST: Final = "127.0.0.1"
+DEFAULT_PORT: Final = 8000
+EXIT_OK: Final = 0
+EXIT_ENVIRONMENT: Final = 1
+EXIT_CONFIG: Final = 2
+
+DESCRIPTION: Final = """\
+Serve labkit's MCP 2026-07-28 server.
+
+stdio (the default): newline-delimited JSON-RPC on stdin/stdout, logs on stderr; the server
+acts for the one principal configured with `stdio = true` (alice in the demo). It stops on
+EOF, SIGINT or SIGTERM.
+
+http: Streamable HTTP at http://HOST:PORT/mcp (POST only, application/json responses),
+authenticated with `Authorization: Bearer <token>`; Host and Origin are checked against
+loopback names (and the config's [http] allowed_hosts / allowed_origins).
+
+Without --config the demo deployment runs: in-memory notes, principals alice and mallory, a
+random signing key, and over HTTP the public demo tokens `demo-alice` and `demo-mallory`
+(loopback only). A config file sets principals, token hashes, workspaces, signing keys,
+stores and the sandbox; see the "Configuration" section of the README."""
+
+EPILOG: Final = """\
+examples:
+  labkit serve                                  # demo deployment over stdio
+  labkit serve --transport http --port 8000     # demo deployment at http://127.0.0.1:8000/mcp
+  labkit serve --config labkit.toml --transport http --host 127.0.0.1 --port 9000
+
+exit status: 0 clean stop, 1 the environment refused (port in use, sandbox unavailable),
+2 bad configuration or usage."""
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= value <= 65_535:
+        raise argparse.ArgumentTypeError(f"port {value} is outside 0-65535")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = DESCRIPTION
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument(
+        "--transport",
+        choices=("stdio", "http"),
+        default="stdio",
+        help="stdio (default): JSON-RPC lines on stdin/stdout; http: Streamable HTTP at /mcp",
+    )
+    parser.add_argument(
+        "--host",
+        default=None,
+        help=f"address to listen on with --transport http (default: [http] host from the "
+        f"config, else {DEFAULT_HOST}); anything but loopback exposes the server to the network",
+    )
+    parser.add_argument(
+        "--port",
+        type=_port,
+        default=None,
+        help=f"TCP port with --transport http (default: [http] port from the config, else "
+        f"{DEFAULT_PORT}); 0 picks a free port and logs it",
+    )
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        type=Path,
+        default=None,
+        help="TOML configuration file (principals, token hashes, workspaces, signing key "
+        "files, stores, sandbox); without it the demo deployment runs",
+    )
+    parser.set_defaults(run=run)
+
+
+@dataclass
+class Plan:
+    """Everything `run` needs once the configuration has been accepted."""
+
+    server: Server
+    stdio_principal: str | None
+    authenticator: Authenticator | None
+    sandbox_mode: str
+    read_write: tuple[Path, ...] = ()
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+    max_body_bytes: int = 1024 * 1024
+    timeout_seconds: float = 30.0
+    blocking_methods: frozenset[str] = field(default_factory=lambda: frozenset({"tools/call"}))
+
+
+def run(args: argparse.Namespace) -> int:
+    if log.getEffectiveLevel() > logging.INFO:
+        log.setLevel(logging.INFO)  # start-up facts (address, principal, sandbox) always show
+    from labkit.config import ConfigError
+
+    try:
+        plan = _plan(args)
+    except ConfigError as exc:
+        where = f"{args.config}: " if args.config is not None else ""
+        print(f"labkit serve: {where}{exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    if args.transport == "stdio":
+        assert plan.stdio_principal is not None
+        return _serve_stdio(plan, plan.stdio_principal)
+    return _serve_http(plan)
+
+
+def _plan(args: argparse.Namespace) -> Plan:
+    from labkit.config import ConfigError
+
+    if args.config is None:
+        plan = _demo_plan(args.transport)
+        http_host, http_port = DEFAULT_HOST, DEFAULT_PORT
+    else:
+        plan, http_host, http_port = _config_plan(args.config, args.transport)
+    plan.host = args.host if args.host is not None else http_host
+    plan.port = args.port if args.port is not None else http_port
+    if args.transport == "http" and args.config is None and not _is_loopback(plan.host):
+        raise ConfigError("--host", "the demo credentials are public; serve them on loopback only")
+    return plan
+
+
+def _demo_plan(transport: str) -> Plan:
+    from labkit.auth import demo_authenticator
+    from labkit.deployment import demo_deployment
+
+    log.warning(
+        "no --config: serving the demo deployment (in-memory notes, principals alice and "
+        "mallory, a random signing key); nothing persists"
+    )
+    deployment = demo_deployment()
+    return Plan(
+        server=deployment.server,
+        stdio_principal="alice",
+        authenticator=demo_authenticator() if transport == "http" else None,
+        sandbox_mode="off",
+        # Everything lives in memory: answering inline is cheaper than a thread hop.
+        blocking_methods=frozenset(),
+    )
+
+
+def _config_plan(path: Path, transport: str) -> tuple[Plan, str, int]:
+    from labkit.config import load_config
+
+    config = load_config(path)
+    settings = config.settings
+    plan = Plan(
+        server=config.build_server(),
+        stdio_principal=config.stdio_principal() if transport == "stdio" else None,
+        authenticator=config.authenticator() if transport == "http" else None,
+        sandbox_mode=settings.server.sandbox,
+        allowed_hosts=tuple(settings.http.allowed_hosts),
+        allowed_origins=tuple(settings.http.allowed_origins),
+        max_body_bytes=settings.http.max_body_bytes,
+        timeout_seconds=settings.http.timeout_seconds,
+    )
+    if settings.stores.notes == "memory" and settings.stores.replay == "memory":
+        plan.blocking_methods = frozenset()
+    return plan, settings.http.host, settings.http.port
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@contextmanager
+def _signals(handler: Callable[[], None]) -> Iterator[None]:
+    """Route SIGINT and SIGTERM to `handler` for the duration, then restore the old ones."""
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        log.info("received %s", signal.Signals(signum).name)
+        handler()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _serve_stdio(plan: Plan, principal: str) -> int:
+    from labkit.transports.stdio import StdioTransport
+
+    transport = StdioTransport(plan.server, principal)
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    log.info("serving MCP over stdio as principal %r", principal)
+    real_stdout = sys.stdout
+    # A stray print() anywhere would corrupt the protocol stream: send it to stderr instead.
+    sys.stdout = sys.stderr
+    try:
+        with _signals(transport.stop):
+            transport.serve(stdin, stdout)
+    finally:
+        sys.stdout = real_stdout
+    return EXIT_OK
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host.strip("[]"), port))
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def _serve_http(plan: Plan) -> int:
+    import uvicorn
+
+    from labkit.transports.http import create_app
+
+    assert plan.authenticator is not None
+    allowed_hosts = list(plan.allowed_hosts)
+    if not _is_loopback(plan.host) and plan.host not in ("0.0.0.0", "::"):
+        allowed_hosts.append(plan.host)  # the address itself, as a client would type it
+    app = create_app(
+        plan.server,
+        plan.authenticator,
+        allowed_origins=plan.allowed_origins,
+        allowed_hosts=allowed_hosts,
+        max_body_bytes=plan.max_body_bytes,
+        timeout_seconds=plan.timeout_seconds,
+        blocking_methods=plan.blocking_methods,
+    )
+    try:
+        sock = _bind(plan.host, plan.port)
+    except OSError as exc:
+        print(
+            f"labkit serve: cannot listen on {plan.host}:{plan.port}: {exc.strerror}",
+            file=sys.stderr,
+        )
+        return EXIT_ENVIRONMENT
+    with sock:
+        bound_port = sock.getsockname()[1]
+        shown = f"[{plan.host.strip('[]')}]" if ":" in plan.host else plan.host
+        if not _is_loopback(plan.host):
+            log.warning("listening on %s: reachable from the network", plan.host)
+        config = uvicorn.Config(
+            app,
+            log_config=None,
+            access_log=False,
+            server_header=False,
+            proxy_headers=False,
+            timeout_graceful_shutdown=5,
+        )
+        server = uvicorn.Server(config)
+        log.info("serving MCP over Streamable HTTP at http://%s:%d/mcp", shown, bound_port)
+        # uvicorn catches SIGINT/SIGTERM itself, shuts down gracefully, restores these handlers
+        # and re-raises the signal into them: they only need to not kill the process.
+        with _signals(lambda: None):
+            server.run(sockets=[sock])
+    log.info("stopped")
+    return EXIT_OK

@@ -1,0 +1,268 @@
+"""Streamable HTTP at 2026-07-28: one POST endpoint around `Server.handle`.
+
+Owns: DNS-rebinding protection (Host and Origin), bearer authentication, the body size limit,
+the per-request timeout, the routing-header checks, and the mapping of JSON-RPC outcomes to
+HTTP statuses (`labkit.errors.http_status`). Stateless: `Mcp-Session-Id` and `Last-Event-ID`
+are never read, minted or echoed; every response is `application/json` (PROTOCOL.md,
+"Streamable HTTP at 2026-07-28").
+
+The endpoint is a plain ASGI callable mounted in a Starlette app: the per-request work is a
+few header lookups and one core call, so no request object or middleware stack is built.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Collection, Iterable
+from typing import Any, Final
+
+import anyio
+import anyio.to_thread
+from starlette.applications import Starlette
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from labkit.auth import Authenticator
+from labkit.errors import SERVER_BUSY, ProtocolError, http_status
+from labkit.server import RequestContext, Server
+from labkit.transports.envelope import header_mismatch, notification_error
+from labkit.wire import decode, encode, error_response, is_request_id, parse_error_response
+
+log = logging.getLogger("labkit.transports.http")
+
+DEFAULT_PATH: Final = "/mcp"
+DEFAULT_MAX_BODY_BYTES: Final = 1024 * 1024
+DEFAULT_TIMEOUT_SECONDS: Final = 30.0
+# Methods whose handlers may wait on a store (a database, a disk): they run in a worker
+# thread so one slow call never stalls the event loop. Everything else is answered inline:
+# a thread hop costs far more than discovery or a listing does.
+DEFAULT_BLOCKING_METHODS: Final = frozenset({"tools/call"})
+LOOPBACK_NAMES: Final = ("127.0.0.1", "localhost", "[::1]")
+
+_JSON_HEADERS: Final = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
+_JSON_TYPES: Final = frozenset({"application/json", "application/*", "*/*"})
+
+
+class _Reject(Exception):
+    """An HTTP-level refusal, before any JSON-RPC processing."""
+
+    def __init__(self, status: int, text: str, headers: Iterable[tuple[bytes, bytes]] = ()):
+        super().__init__(text)
+        self.status = status
+        self.text = text
+        self.headers = list(headers)
+
+
+class McpEndpoint:
+    """The ASGI application behind `/mcp`."""
+
+    def __init__(
+        self,
+        server: Server,
+        authenticator: Authenticator,
+        *,
+        allowed_origins: Collection[str] = (),
+        allowed_hosts: Collection[str] = (),
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+        blocking_methods: Collection[str] = DEFAULT_BLOCKING_METHODS,
+    ) -> None:
+        if max_body_bytes < 1 or not (timeout_seconds > 0 and math.isfinite(timeout_seconds)):
+            raise ValueError("max_body_bytes and timeout_seconds must be positive")
+        self.server = server
+        self.authenticator = authenticator
+        self.allowed_origins = frozenset(o.lower().rstrip("/") for o in allowed_origins)
+        self.allowed_hosts = frozenset(h.lower() for h in allowed_hosts)
+        self.max_body_bytes = max_body_bytes
+        self.timeout_seconds = timeout_seconds
+        self.blocking_methods = frozenset(blocking_methods)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
+        try:
+            status, body = await self._answer(scope, receive, headers)
+        except _Reject as reject:
+            await _send(send, reject.status, reject.text.encode(), reject.headers, "text/plain")
+            return
+        if body is None:
+            await _send(send, status, b"", [], None)
+        else:
+            await _send(send, status, body, _JSON_HEADERS, None)
+
+    async def _answer(
+        self, scope: Scope, receive: Receive, headers: list[tuple[str, str]]
+    ) -> tuple[int, bytes | None]:
+        fields = dict(headers)  # lower-case names; routing-header duplicates are checked later
+        self._check_host_and_origin(scope, fields)
+        if scope["method"] != "POST":
+            raise _Reject(405, "Method Not Allowed: this endpoint takes POST only", [_ALLOW])
+        principal = self.authenticator.authenticate(fields.get("authorization"))
+        if principal is None:
+            # One answer for a missing, malformed or wrong token: nothing tells them apart.
+            raise _Reject(401, "Unauthorized", [_CHALLENGE])
+        _check_media_types(fields)
+        deadline = anyio.current_time() + self.timeout_seconds
+        raw = await self._read_body(receive, fields, deadline)
+        try:
+            message = decode(raw)
+        except ProtocolError:
+            return 400, encode(parse_error_response())
+        if isinstance(message, dict) and "id" not in message:
+            error = notification_error(message)
+            if error is not None:
+                return http_status(error.code), encode(error_response(None, error))
+            log.debug("notification %r accepted and dropped", message["method"])
+            return 202, None
+        raw_id = message.get("id") if isinstance(message, dict) else None
+        mismatch = header_mismatch(message, headers)
+        if mismatch is not None:
+            request_id = raw_id if is_request_id(raw_id) else None
+            return http_status(mismatch.code), encode(error_response(request_id, mismatch))
+        context = RequestContext(principal=principal, transport="http")
+        method = message.get("method") if isinstance(message, dict) else None
+        if method in self.blocking_methods:
+            response = await self._handle_in_thread(message, context, deadline, raw_id)
+        else:
+            response = self.server.handle(message, context)
+        if response is None:  # unreachable for an object with an id; kept total for the type
+            return 202, None
+        error = response.get("error")
+        return (http_status(error["code"]) if error else 200), encode(response)
+
+    def _check_host_and_origin(self, scope: Scope, fields: dict[str, str]) -> None:
+        """DNS-rebinding protection: a page on evil.example resolved to 127.0.0.1 still sends
+        `Host: evil.example` and its own `Origin`. An absent Origin is a non-browser client."""
+        port = (scope.get("server") or ("", 0))[1]
+        host = fields.get("host", "").lower()
+        if not host or not self._host_allowed(host, port):
+            log.warning("refused request for Host %r", host[:200])
+            raise _Reject(421, "Misdirected Request: unknown Host")
+        origin = fields.get("origin")
+        if origin is not None and not self._origin_allowed(origin.lower().rstrip("/"), port):
+            log.warning("refused request from Origin %r", origin[:200])
+            raise _Reject(403, "Forbidden: Origin not allowed")
+
+    def _host_allowed(self, host: str, port: int) -> bool:
+        if host in self.allowed_hosts or _host_part(host) in self.allowed_hosts:
+            return True
+        return host in {f"{name}:{port}" for name in LOOPBACK_NAMES} or (
+            port == 80 and host in LOOPBACK_NAMES
+        )
+
+    def _origin_allowed(self, origin: str, port: int) -> bool:
+        if origin in self.allowed_origins:
+            return True
+        return origin in {
+            f"{scheme}://{name}:{port}" for scheme in ("http", "https") for name in LOOPBACK_NAMES
+        }
+
+    async def _read_body(self, receive: Receive, fields: dict[str, str], deadline: float) -> bytes:
+        declared = fields.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            raise _Reject(413, f"Content Too Large: the limit is {self.max_body_bytes} bytes")
+        chunks: list[bytes] = []
+        size = 0
+        with anyio.move_on_after(deadline - anyio.current_time()) as reading:
+            more = True
+            while more:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise _Reject(400, "Bad Request: the client went away")
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > self.max_body_bytes:
+                    raise _Reject(
+                        413, f"Content Too Large: the limit is {self.max_body_bytes} bytes"
+                    )
+                chunks.append(chunk)
+                more = message.get("more_body", False)
+        if reading.cancelled_caught:
+            # A client that trickles its body cannot hold a connection open forever.
+            raise _Reject(408, "Request Timeout: the body did not arrive in time")
+        return b"".join(chunks)
+
+    async def _handle_in_thread(
+        self, message: Any, context: RequestContext, deadline: float, raw_id: Any
+    ) -> dict[str, Any] | None:
+        with anyio.move_on_after(deadline - anyio.current_time()):
+            # abandon_on_cancel: the event loop answers at the deadline; the thread cannot be
+            # interrupted and finishes on its own (a deletion it already committed stays).
+            return await anyio.to_thread.run_sync(
+                self.server.handle, message, context, abandon_on_cancel=True
+            )
+        log.warning("request %r timed out after %.1fs", raw_id, self.timeout_seconds)
+        timeout = ProtocolError(
+            SERVER_BUSY, "Request timed out; it may still complete. Retry with care."
+        )
+        return error_response(raw_id if is_request_id(raw_id) else None, timeout)
+
+
+_ALLOW: Final = (b"allow", b"POST")
+_CHALLENGE: Final = (b"www-authenticate", b'Bearer realm="labkit"')
+
+
+def _host_part(host: str) -> str:
+    """`example.com:8443` -> `example.com`; `[::1]:8000` -> `[::1]`."""
+    if host.startswith("["):
+        return host[: host.find("]") + 1]
+    name, colon, port = host.rpartition(":")
+    return name if colon and port.isdigit() else host
+
+
+def _media_types(value: str) -> set[str]:
+    return {part.split(";", 1)[0].strip().lower() for part in value.split(",")}
+
+
+def _check_media_types(fields: dict[str, str]) -> None:
+    content_type = fields.get("content-type")
+    if content_type is None or _media_types(content_type) != {"application/json"}:
+        raise _Reject(415, "Unsupported Media Type: send application/json")
+    accept = fields.get("accept")
+    if accept is not None and not _media_types(accept) & _JSON_TYPES:
+        raise _Reject(406, "Not Acceptable: responses are application/json")
+
+
+async def _send(
+    send: Send,
+    status: int,
+    body: bytes,
+    headers: list[tuple[bytes, bytes]],
+    text_type: str | None,
+) -> None:
+    response_headers = [*headers, (b"content-length", str(len(body)).encode())]
+    if text_type is not None:
+        response_headers.append((b"content-type", f"{text_type}; charset=utf-8".encode()))
+    await send({"type": "http.response.start", "status": status, "headers": response_headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def create_app(
+    server: Server,
+    authenticator: Authenticator,
+    *,
+    allowed_origins: Collection[str] = (),
+    allowed_hosts: Collection[str] = (),
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+    blocking_methods: Collection[str] = DEFAULT_BLOCKING_METHODS,
+    path: str = DEFAULT_PATH,
+) -> Starlette:
+    """A Starlette app serving MCP at `path` (POST only).
+
+    Loopback Hosts and Origins (127.0.0.1, localhost and [::1] at the port the request
+    arrived on) are always allowed; `allowed_hosts` (exact `host:port`, or a bare host for any
+    port) and `allowed_origins` (exact `scheme://host:port`) add more for deployments behind
+    a name. `blocking_methods` run in a worker thread bounded by `timeout_seconds`; pass an
+    empty set when every store is in memory.
+    """
+    endpoint = McpEndpoint(
+        server,
+        authenticator,
+        allowed_origins=allowed_origins,
+        allowed_hosts=allowed_hosts,
+        max_body_bytes=max_body_bytes,
+        timeout_seconds=timeout_seconds,
+        blocking_methods=blocking_methods,
+    )
+    return Starlette(routes=[Route(path, endpoint)])
