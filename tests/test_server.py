@@ -9,6 +9,7 @@ import copy
 import logging
 from typing import Any
 
+import jsonschema
 import pytest
 from conftest import (
     MISSING,
@@ -487,3 +488,117 @@ def test_request_context_principal_defaults_to_nobody(lab: Lab) -> None:
     response = lab.server.handle(call_message(1), RequestContext())
     check_wire(call_message(1), response)
     assert response is not None and error_of(response)["code"] == -32602
+
+
+# -- the wire check itself catches what it must ------------------------------------------------
+
+
+def _mutated(response: dict[str, Any], path: list[Any], value: Any) -> dict[str, Any]:
+    """A deep copy of `response` with one field replaced (`MISSING` deletes it)."""
+    changed = copy.deepcopy(response)
+    target = changed
+    for key in path[:-1]:
+        target = target[key]
+    if value is MISSING:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value
+    return changed
+
+
+def _sample(lab: Lab) -> dict[str, dict[str, Any]]:
+    listing = send(lab.server, request(1, "tools/list"))
+    found = send(lab.server, request(2, "server/discover"))
+    form = call(lab.server, 3)
+    done = call(lab.server, 4, arguments=TPS_NONE)
+    refused = call(lab.server, 5, caps={})
+    assert listing is not None and found is not None
+    return {"list": listing, "discover": found, "form": form, "done": done, "refused": refused}
+
+
+TPS_NONE = {"workspaceUri": "file:///work/notes", "title": "no such note"}
+MESSAGES = {
+    "list": request(1, "tools/list"),
+    "discover": request(2, "server/discover"),
+    "form": call_message(3),
+    "done": call_message(4, arguments=TPS_NONE),
+    "refused": call_message(5, caps={}),
+}
+WIRE_VIOLATIONS = [
+    pytest.param("list", ["id"], "1", id="id-type-changed"),
+    pytest.param("list", ["result", "ttlMs"], MISSING, id="list-without-ttl"),
+    pytest.param("list", ["result", "cacheScope"], "everyone", id="bad-cache-scope"),
+    pytest.param("list", ["result", "tools", 0, "inputSchema", "type"], "array", id="bad-input"),
+    pytest.param("list", ["result", "_meta"], MISSING, id="no-server-info"),
+    pytest.param("list", ["result", "resultType"], "partial", id="unknown-result-type"),
+    pytest.param("discover", ["result", "capabilities", "roots"], {}, id="discover-roots"),
+    pytest.param("discover", ["result", "supportedVersions"], MISSING, id="no-versions"),
+    pytest.param("discover", ["result", "resultType"], "input_required", id="mrtr-on-discover"),
+    pytest.param("form", ["result", "ttlMs"], 1000, id="input-required-cached"),
+    pytest.param("form", ["result", "inputRequests"], MISSING, id="neither-requests-nor-state"),
+    pytest.param(
+        "form",
+        [
+            "result",
+            "inputRequests",
+            "delete_choice",
+            "params",
+            "requestedSchema",
+            "properties",
+            "confirm",
+        ],
+        {"type": "object", "properties": {}},
+        id="nested-form-field",
+    ),  # fmt: skip
+    pytest.param(
+        "form",
+        [
+            "result",
+            "inputRequests",
+            "delete_choice",
+            "params",
+            "requestedSchema",
+            "properties",
+            "note_id",
+            "oneOf",
+        ],
+        [{"title": "no const"}],
+        id="choice-without-const",
+    ),  # fmt: skip
+    pytest.param("done", ["result", "content"], MISSING, id="call-without-content"),
+    pytest.param("done", ["result", "cacheScope"], "public", id="call-cached"),
+    pytest.param("done", ["result", "structuredContent", "deleted"], "no", id="off-schema"),
+    pytest.param("done", ["result", "structuredContent", "extra"], 1, id="off-schema-extra"),
+    pytest.param("refused", ["error", "data"], {"requiredCapabilities": 1}, id="32021-data"),
+    pytest.param("refused", ["error", "code"], -32050, id="reserved-code"),
+    pytest.param("refused", ["error", "code"], -32042, id="retired-code"),
+    pytest.param("refused", ["error", "message"], "Traceback (most recent call last)", id="tb"),
+    pytest.param("refused", ["error", "message"], MISSING, id="no-message"),
+]
+
+
+@pytest.mark.parametrize(("kind", "path", "value"), WIRE_VIOLATIONS)
+def test_the_wire_check_rejects_a_violation(
+    lab: Lab, kind: str, path: list[Any], value: Any
+) -> None:
+    sample = _sample(lab)[kind]
+    check_wire(MESSAGES[kind], sample, server=lab.server)  # the genuine response passes
+    broken = _mutated(sample, path, value)
+    if kind == "form" and path == ["result", "inputRequests"]:
+        # A state alone is valid ("retry later"); without both it is not.
+        check_wire(MESSAGES[kind], broken, server=lab.server)
+        broken = _mutated(broken, ["result", "requestState"], MISSING)
+    with pytest.raises((AssertionError, ValueError, jsonschema.ValidationError)):
+        check_wire(MESSAGES[kind], broken, server=lab.server)
+
+
+def test_the_wire_check_rejects_answered_notifications_and_silent_requests(lab: Lab) -> None:
+    answered = {"jsonrpc": "2.0", "id": None, "result": {"resultType": "complete"}}
+    with pytest.raises(AssertionError):
+        check_wire(request(MISSING, "tools/list"), answered)
+    with pytest.raises(AssertionError):
+        check_wire(request(1, "tools/list"), None)
+    unsupported = send(lab.server, request(1, "tools/list", version="1999-01-01"))
+    assert unsupported is not None
+    with pytest.raises(ValueError):
+        check_wire(request(1, "tools/list"), _mutated(unsupported, ["error", "data"], MISSING))
