@@ -33,6 +33,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from labkit.clock import FakeClock
+from labkit.deployment import create_server, demo_deployment
 from labkit.state import (
     CLOCK_SKEW_SECONDS,
     DEFAULT_TTL_SECONDS,
@@ -499,3 +500,24 @@ def test_any_single_character_change_of_a_state_is_rejected_by_the_server(
         return
     response = call(lab.server, 2, state=mutated, responses=accept("note-14"))
     expect_state_failure(response, lab)
+
+
+def test_the_core_reads_only_the_injected_clock() -> None:
+    """A clock set decades back: the state and the replay claim both follow it."""
+    clock = FakeClock(1_000.0)
+    lab = build_lab(clock)
+    state = ask(lab)
+    assert claims_of(state)["iat"] == 1_000 and claims_of(state)["exp"] == 1_300
+    assert structured(call(lab.server, 2, state=state, responses=accept("note-14")))["deleted"]
+    clock.advance(359)
+    assert len(lab.replay) == 1  # type: ignore[arg-type]
+    clock.advance(1)  # the claim is kept for the state's lifetime plus the skew window
+    assert len(lab.replay) == 0  # type: ignore[arg-type]
+
+
+def test_there_is_no_constant_signing_key() -> None:
+    with pytest.raises(TypeError):
+        create_server()  # type: ignore[call-arg]
+    first, second = demo_deployment(), demo_deployment()
+    assert first.keys.sealing != second.keys.sealing  # a random key per process
+    assert len(first.keys.sealing[1]) >= MIN_KEY_BYTES
