@@ -106,6 +106,14 @@ def has_form_elicitation(capabilities: dict[str, Any]) -> bool:
     return isinstance(elicitation, dict) and (not elicitation or "form" in elicitation)
 
 
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _complete(text: str, structured: dict[str, Any], *, is_error: bool = False) -> dict[str, Any]:
     result: dict[str, Any] = {
         "resultType": "complete",
@@ -175,6 +183,9 @@ class NotesDelete:
             raise ProtocolError(
                 INVALID_PARAMS, f"title must be 1 to {MAX_TITLE_CHARS} characters, not blank"
             )
+        if not _is_unicode(title):
+            # A lone surrogate (a legal JSON escape) has no RFC 8785 form: the peer's error.
+            raise ProtocolError(INVALID_PARAMS, "title must be Unicode text")
         try:
             return parse_file_uri(uri), title
         except ScopeError as exc:

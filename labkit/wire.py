@@ -35,7 +35,13 @@ def decode(raw: bytes | str) -> Any:
 
 
 def encode(message: Any) -> bytes:
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    text = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A peer may send `\ud800` escapes (legal JSON, not Unicode) that an answer echoes,
+        # in an id or a method name: escape them back rather than fail in the transport.
+        return json.dumps(message, separators=(",", ":")).encode("ascii")
 
 
 def is_request_id(value: object) -> bool:

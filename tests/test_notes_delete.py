@@ -746,3 +746,12 @@ def send_checked(server: Any, message: dict[str, Any]) -> dict[str, Any]:
     response = send(server, message)
     assert response is not None
     return response
+
+
+@pytest.mark.parametrize("title", ["TPS\ud800", "\udfff", "report \ud83d"])
+def test_a_title_that_is_not_unicode_text_is_32602_not_an_internal_error(
+    lab: Lab, title: str
+) -> None:
+    response = call(lab.server, 1, arguments={**TPS, "title": title})
+    assert error_of(response)["code"] == -32602
+    assert lab.nonces.issued == 0

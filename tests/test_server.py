@@ -602,3 +602,17 @@ def test_the_wire_check_rejects_answered_notifications_and_silent_requests(lab: 
     assert unsupported is not None
     with pytest.raises(ValueError):
         check_wire(request(1, "tools/list"), _mutated(unsupported, ["error", "data"], MISSING))
+
+
+def test_lone_surrogates_from_the_peer_survive_the_round_trip(lab: Lab) -> None:
+    """JSON may carry `\\ud800` escapes that are not Unicode; answers echoing them (the id, an
+    unknown method name) must still encode to valid JSON for the transports."""
+    raw = b'{"jsonrpc":"2.0","id":"\\ud800","method":"x\\udfff","params":{}}'
+    message = wire.decode(raw)
+    response = send(lab.server, message)
+    assert response is not None
+    assert error_of(response)["code"] == -32601
+    encoded = wire.encode(response)
+    encoded.decode("utf-8")  # valid UTF-8 on the wire
+    assert wire.decode(encoded) == response
+    assert wire.encode({"text": "é"}) == '{"text":"é"}'.encode()  # plain text stays UTF-8
