@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import rfc8785
 from conftest import (
     KEY_A,
     KEY_B,
@@ -521,3 +522,43 @@ def test_there_is_no_constant_signing_key() -> None:
     first, second = demo_deployment(), demo_deployment()
     assert first.keys.sealing != second.keys.sealing  # a random key per process
     assert len(first.keys.sealing[1]) >= MIN_KEY_BYTES
+
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**60), max_value=2**60)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=500)
+@given(value=JSON_VALUES)
+def test_the_digest_is_exactly_sha256_of_rfc8785(value: Any) -> None:
+    """Whatever shortcut `digest` takes, its bytes must be RFC 8785's bytes."""
+    try:
+        expected = hashlib.sha256(rfc8785.dumps(value)).hexdigest()
+    except rfc8785.CanonicalizationError:
+        with pytest.raises(rfc8785.CanonicalizationError):
+            digest(value)
+        return
+    assert digest(value) == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"t": '\x00\x1f\x7f\u2028\u2029"\\/é😀'},
+        {"b": 1, "a": 2, "B": 3, "_": 4, "~": 5},
+        {"é": 1, "e": 2, "z": 3, "\U0001f600": 4, "\uff61": 5},  # UTF-16 key order
+        {"n": [2**53 - 1, -(2**53 - 1), 0, -0.0, 1e21, 1e-7, 0.1, 5e-324]},
+        [True, False, None, "", {}, []],
+    ],
+)
+def test_the_digest_matches_rfc8785_on_the_edges(value: Any) -> None:
+    assert digest(value) == hashlib.sha256(rfc8785.dumps(value)).hexdigest()
