@@ -162,13 +162,13 @@ class PostgresStore:
     # -- connections and the transaction runner ----------------------------------------------
 
     def _connection(self) -> Connection:
+        if self._closed:
+            raise ValueError(f"PostgresStore(schema={self.schema!r}) is closed")
         pid = os.getpid()
         conn: Connection | None = getattr(self._local, "conn", None)
         # A connection inherited through fork() is never used: its socket is shared.
         if conn is not None and self._local.pid == pid and not conn.closed:
             return conn
-        if self._closed:
-            raise ValueError(f"PostgresStore(schema={self.schema!r}) is closed")
         conn = psycopg.connect(
             self._dsn,
             autocommit=True,  # transactions are explicit: conn.transaction() per unit

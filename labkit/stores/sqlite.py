@@ -123,13 +123,13 @@ class SqliteStore:
     # -- connections and the retry loop ------------------------------------------------------
 
     def _connection(self) -> sqlite3.Connection:
+        if self._closed:
+            raise ValueError(f"SqliteStore({self.path!r}) is closed")
         pid = os.getpid()
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         # A connection inherited through fork() is never used: SQLite forbids it.
         if conn is not None and self._local.pid == pid:
             return conn
-        if self._closed:
-            raise ValueError(f"SqliteStore({self.path!r}) is closed")
         conn = sqlite3.connect(
             self.path,
             timeout=self._busy_timeout,

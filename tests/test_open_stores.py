@@ -1,0 +1,186 @@
+"""`open_stores`: spec strings to stores, one object per database, clear refusals."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+from store_backends import require_postgres, unique_schema
+
+from labkit.clock import FakeClock
+from labkit.stores import Claim, Deletion, commit_deletion
+from labkit.stores.memory import MemoryNoteStore, MemoryReplayStore
+from labkit.stores.open import open_stores
+from labkit.stores.postgres import PostgresStore
+from labkit.stores.sqlite import SqliteStore
+
+TTL = 300.0
+FORMS = ("memory", "sqlite:///ABSOLUTE/PATH.db", "postgresql://")
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> str:
+    return require_postgres()
+
+
+@pytest.fixture
+def opened() -> Iterator[list[Any]]:
+    """Stores a test opened; closed at the end."""
+    stores: list[Any] = []
+    yield stores
+    for store in stores:
+        if hasattr(store, "close"):
+            store.close()
+
+
+@pytest.fixture
+def schema(postgres_dsn: str) -> Iterator[str]:
+    name = unique_schema()
+    yield name
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+def test_memory_gives_two_memory_stores_on_the_given_clock(
+    opened: list[Any], clock: FakeClock
+) -> None:
+    notes, replay = open_stores("memory", "memory", clock=clock)
+    assert isinstance(notes, MemoryNoteStore) and isinstance(replay, MemoryReplayStore)
+    assert replay.claim("alice", "n", clock() + 10) is Claim.CLAIMED
+    clock.advance(10)
+    assert replay.claim("alice", "n", clock() + 10) is Claim.CLAIMED  # expired on that clock
+
+
+def test_one_sqlite_file_is_one_store(tmp_path: Path, opened: list[Any], clock: FakeClock) -> None:
+    spec = f"sqlite://{tmp_path}/stores.db"
+    notes, replay = open_stores(spec, spec, clock=clock)
+    opened.append(notes)
+    assert isinstance(notes, SqliteStore) and notes is replay
+    assert notes.path == f"{tmp_path}/stores.db"
+
+
+def test_two_spellings_of_one_file_are_one_store(tmp_path: Path, opened: list[Any]) -> None:
+    (tmp_path / "db").mkdir()
+    notes, replay = open_stores(
+        f"sqlite://{tmp_path}/db/stores.db", f"sqlite://{tmp_path}/db/../db/stores.db"
+    )
+    opened.append(notes)
+    assert notes is replay
+
+
+def test_two_sqlite_files_are_two_stores_and_still_delete_once(
+    tmp_path: Path, opened: list[Any], clock: FakeClock
+) -> None:
+    notes, replay = open_stores(
+        f"sqlite://{tmp_path}/notes.db", f"sqlite://{tmp_path}/claims.db", clock=clock
+    )
+    opened += [notes, replay]
+    assert isinstance(notes, SqliteStore) and isinstance(replay, SqliteStore)
+    assert notes is not replay and not notes.shares_database(replay)
+    note = notes.add("n", "file:///work/notes/a.md", "a")
+    for expected in [(Deletion.DELETED, note), (Deletion.USED, None)]:
+        outcome = commit_deletion(
+            notes,
+            replay,
+            principal="alice",
+            nonce="n1",
+            expires_at=clock() + TTL,
+            note_id=note.id,
+            recheck=lambda live: True,
+        )
+        assert outcome == expected
+
+
+def test_sqlite_notes_may_use_memory_claims(tmp_path: Path, opened: list[Any]) -> None:
+    notes, replay = open_stores(f"sqlite://{tmp_path}/notes.db", "memory")
+    opened.append(notes)
+    assert isinstance(notes, SqliteStore) and isinstance(replay, MemoryReplayStore)
+
+
+def test_the_replay_bounds_reach_the_store(tmp_path: Path, opened: list[Any]) -> None:
+    spec = f"sqlite://{tmp_path}/stores.db"
+    notes, replay = open_stores(spec, spec, capacity=5, per_principal=2)
+    opened.append(notes)
+    assert isinstance(replay, SqliteStore)
+    assert (replay.capacity, replay.per_principal) == (5, 2)
+
+
+def test_one_postgres_database_is_one_store(
+    postgres_dsn: str, schema: str, opened: list[Any]
+) -> None:
+    notes, replay = open_stores(postgres_dsn, postgres_dsn, schema=schema)
+    opened.append(notes)
+    assert isinstance(notes, PostgresStore) and notes is replay
+    assert notes.schema == schema
+
+
+def test_postgres_and_postgresql_name_the_same_database(
+    postgres_dsn: str, schema: str, opened: list[Any]
+) -> None:
+    other = postgres_dsn.replace("postgresql://", "postgres://", 1)
+    notes, replay = open_stores(postgres_dsn, other, schema=schema)
+    opened.append(notes)
+    assert notes is replay
+
+
+def test_an_unreachable_postgres_is_a_connection_error_not_a_spec_error() -> None:
+    with pytest.raises(psycopg.OperationalError):
+        open_stores("memory", "postgresql://postgres@127.0.0.1:1/test")
+
+
+BAD_SPECS = [
+    "",
+    "Memory",
+    "memory:",
+    "sqlite:stores.db",
+    "sqlite://stores.db",  # relative: refused, never resolved against the working directory
+    "sqlite:////var/stores.db",
+    "sqlite:///var/lib/",
+    "sqlite:///var/stores.db?mode=ro",
+    "redis://127.0.0.1:6379/0",
+    "file:///work/notes",
+    "mysql://root@127.0.0.1/test",
+]
+
+
+@pytest.mark.parametrize("spec", BAD_SPECS)
+@pytest.mark.parametrize("role", ["notes", "replay"])
+def test_a_bad_spec_names_the_value_and_the_accepted_forms(role: str, spec: str) -> None:
+    specs = {"notes": "memory", "replay": "memory", role: spec}
+    with pytest.raises(ValueError) as caught:
+        open_stores(specs["notes"], specs["replay"])
+    message = str(caught.value)
+    assert message.startswith(f"{role} store spec {spec!r}")
+    assert all(form in message for form in FORMS), message
+
+
+def test_a_malformed_postgres_uri_never_echoes_its_password() -> None:
+    with pytest.raises(ValueError, match="not a valid libpq connection URI") as caught:
+        open_stores("postgresql://alice:hunter2@[::1/test", "memory")
+    assert "hunter2" not in str(caught.value)
+    assert "alice:***@" in str(caught.value)
+
+
+def open_descriptors(path: Path) -> int:
+    """How many of this process's file descriptors point at `path`."""
+    fds = Path("/proc/self/fd")
+    count = 0
+    for fd in fds.iterdir():
+        try:
+            count += fd.readlink() == path
+        except OSError:
+            continue  # closed while listing (the directory's own descriptor)
+    return count
+
+
+def test_a_failed_replay_closes_the_notes_database(tmp_path: Path) -> None:
+    path = tmp_path / "stores.db"
+    with pytest.raises(ValueError, match="replay store spec") as caught:
+        open_stores(f"sqlite://{path}", "sqlite://relative.db")
+    # The traceback still references the half-opened store: only close() frees the file.
+    assert caught.value is not None
+    assert path.exists() and open_descriptors(path) == 0
