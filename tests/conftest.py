@@ -379,7 +379,7 @@ def _check_result(message: dict[str, Any], response: dict[str, Any], server: Ser
     assert "serverInfo" not in result, "serverInfo goes in _meta, not at the top level"
     if result["resultType"] == "input_required":
         assert method in _MRTR_METHODS, f"input_required answered {method}"
-        _check_input_required(result)
+        _check_input_required(result, _declared(message))
         return
     assert result["resultType"] == "complete", result
     assert method in _RESULT_RESPONSE_MODELS, f"no result model for {method}"
@@ -406,7 +406,12 @@ def _check_result(message: dict[str, Any], response: dict[str, Any], server: Ser
                 jsonschema.validate(result["structuredContent"], schema)
 
 
-def _check_input_required(result: dict[str, Any]) -> None:
+def _declared(message: dict[str, Any]) -> dict[str, Any]:
+    caps: dict[str, Any] = message["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]
+    return caps
+
+
+def _check_input_required(result: dict[str, Any], caps: dict[str, Any]) -> None:
     parsed = v.InputRequiredResult.model_validate(result, strict=True)
     assert parsed.input_requests or parsed.request_state, "inputRequests or requestState"
     assert "ttlMs" not in result and "cacheScope" not in result, "input_required is not cached"
@@ -414,12 +419,22 @@ def _check_input_required(result: dict[str, Any]) -> None:
         assert isinstance(key, str) and key
         method = input_request["method"]
         assert method in ("elicitation/create", "sampling/createMessage", "roots/list")
+        # Never embed a request whose capability this very request did not declare.
+        if method == "sampling/createMessage":
+            assert "sampling" in caps, "sampling requested without the capability"
+        if method == "roots/list":
+            assert "roots" in caps, "roots requested without the capability"
         if method != "elicitation/create":
             continue
         v.ElicitRequest.model_validate(input_request, strict=True)
         params = input_request["params"]
+        elicitation = caps.get("elicitation")
+        assert isinstance(elicitation, dict), "elicitation requested without the capability"
         if params.get("mode", "form") == "form":
+            assert not elicitation or "form" in elicitation, "form mode was not declared"
             _check_form_schema(params["requestedSchema"])
+        else:
+            assert "url" in elicitation, "URL mode was not declared"
 
 
 def _check_form_schema(schema: dict[str, Any]) -> None:

@@ -592,6 +592,15 @@ def test_the_wire_check_rejects_a_violation(
         check_wire(MESSAGES[kind], broken, server=lab.server)
 
 
+@pytest.mark.parametrize("caps", [{}, {"elicitation": {"url": {}}}, {"sampling": {}}])
+def test_the_wire_check_rejects_a_form_the_request_did_not_declare(
+    lab: Lab, caps: dict[str, Any]
+) -> None:
+    form = call(lab.server, 1)
+    with pytest.raises(AssertionError, match="declared|capability"):
+        check_wire(call_message(1, caps=caps), form)
+
+
 def test_the_wire_check_rejects_answered_notifications_and_silent_requests(lab: Lab) -> None:
     answered = {"jsonrpc": "2.0", "id": None, "result": {"resultType": "complete"}}
     with pytest.raises(AssertionError):
