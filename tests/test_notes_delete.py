@@ -342,15 +342,23 @@ class TestOriginalWeaknesses:
         for index in range(2):
             state = ask(lab, index, arguments=junk, principal="mallory")
             response = call(
-                lab.server, 10 + index, arguments=junk, state=state, responses=DECLINE,
+                lab.server,
+                10 + index,
+                arguments=junk,
+                state=state,
+                responses=DECLINE,
                 principal="mallory",
-            )  # fmt: skip
+            )
             assert structured(response)["status"] == "declined"
         state = ask(lab, 20, arguments=junk, principal="mallory")
         refused = call(
-            lab.server, 21, arguments=junk, state=state, responses=accept("m-0"),
+            lab.server,
+            21,
+            arguments=junk,
+            state=state,
+            responses=accept("m-0"),
             principal="mallory",
-        )  # fmt: skip
+        )
         assert error_of(refused)["code"] == -32001
         assert "m-0" in lab.ids()
         # Alice's share is untouched.

@@ -549,7 +549,7 @@ WIRE_VIOLATIONS = [
         ],
         {"type": "object", "properties": {}},
         id="nested-form-field",
-    ),  # fmt: skip
+    ),
     pytest.param(
         "form",
         [
@@ -564,7 +564,7 @@ WIRE_VIOLATIONS = [
         ],
         [{"title": "no const"}],
         id="choice-without-const",
-    ),  # fmt: skip
+    ),
     pytest.param("done", ["result", "content"], MISSING, id="call-without-content"),
     pytest.param("done", ["result", "cacheScope"], "public", id="call-cached"),
     pytest.param("done", ["result", "structuredContent", "deleted"], "no", id="off-schema"),
