@@ -442,16 +442,13 @@ class FilesystemNoteStore:
         claim = replay.claim(principal, nonce, expires_at)
         if claim is not Claim.CLAIMED:
             return (Deletion.USED if claim is Claim.USED else Deletion.FULL), None
-        live = self.get(note_id)
-        if live is None or not recheck(live):
-            replay.release(principal, nonce)
-            return Deletion.STALE, live
-        located = self._locate(live.path, strictly_contains)
-        if located is None:
-            replay.release(principal, nonce)
-            return Deletion.STALE, live
-        ws, rel = located
         try:
+            live = self.get(note_id)
+            located = self._locate(live.path, strictly_contains) if live is not None else None
+            if live is None or located is None or not recheck(live):
+                replay.release(principal, nonce)
+                return Deletion.STALE, live
+            ws, rel = located
             intent = self._journal.begin(
                 principal=principal,
                 nonce=nonce,
@@ -462,7 +459,7 @@ class FilesystemNoteStore:
                 expires_at=expires_at,
             )
         except BaseException:
-            # Nothing was deleted, so the nonce must not stay consumed.
+            # Until the intent commits nothing can be deleted: the nonce must not stay used.
             replay.release(principal, nonce)
             raise
         if intent is None:
