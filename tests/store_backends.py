@@ -10,6 +10,7 @@ own methods, so a store whose notes are files (ids and identities it chooses its
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
@@ -171,8 +172,72 @@ def postgres_backend(args: BackendArgs) -> Iterator[StoreSet]:
         yield _record_store_set("postgres", store, store, reopen, one_transaction=True)
 
 
+@contextmanager
+def filesystem_backend(args: BackendArgs) -> Iterator[StoreSet]:
+    """Notes are real files under `work/`: the store picks ids and identities itself, so `add`
+    writes a file and maps it to its note, `replace` rewrites it (same inode, new mtime) and
+    `move` renames it. Claims live in a SQLite file beside the intent journal."""
+    from labkit.stores.filesystem import FilesystemNoteStore
+
+    work, state = args.tmp_path / "work", args.tmp_path / "state"
+    work.mkdir()
+    state.mkdir()
+    root = "file://" + str(work)
+    with ExitStack() as stack:
+
+        def reopen() -> tuple[NoteStore, ReplayStore]:
+            notes = FilesystemNoteStore([root], journal_path=state / "journal.db", clock=args.clock)
+            replay = SqliteStore(
+                state / "replay.db",
+                clock=args.clock,
+                capacity=args.capacity,
+                per_principal=args.per_principal,
+            )
+            return stack.enter_context(notes), stack.enter_context(replay)
+
+        notes, replay = reopen()
+        assert isinstance(notes, FilesystemNoteStore)
+
+        def located(path: Path) -> Note:
+            note = notes.locate(parse_file_uri("file://" + str(path)))
+            assert note is not None, path
+            return note
+
+        def add(relative: str, title: str) -> Note:
+            path = work / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(f"# {title}\n")
+            return located(path)
+
+        def replace(note: Note) -> Note:
+            path = Path("/", *note.path)
+            later = path.stat().st_mtime_ns + 1_000_000_000  # saved again a second later
+            path.write_text(f"# {note.title}\n\nrewritten\n")
+            os.utime(path, ns=(later, later))
+            return located(path)
+
+        def move(note: Note, relative: str) -> Note:
+            path = work / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            Path("/", *note.path).rename(path)
+            return located(path)
+
+        yield StoreSet(
+            name="filesystem",
+            notes=notes,
+            replay=replay,
+            root=root,
+            add=add,
+            replace=replace,
+            move=move,
+            reopen=reopen,
+            one_transaction=False,
+        )
+
+
 BACKENDS: dict[str, Callable[[BackendArgs], AbstractContextManager[StoreSet]]] = {
     "memory": memory_backend,
     "sqlite": sqlite_backend,
     "postgres": postgres_backend,
+    "filesystem": filesystem_backend,
 }

@@ -120,6 +120,23 @@ def _open_postgres(spec: str, opening: Opening) -> Any:
     return opening.databases[key]
 
 
+def _open_filesystem(spec: str, opening: Opening) -> Any:
+    # Notes are files in the configured workspaces; the spec names the intent journal.
+    from labkit.stores.filesystem import FilesystemNoteStore
+
+    journal = spec.removeprefix("filesystem://")
+    if journal == spec or not journal.startswith("/") or journal.startswith("//"):
+        raise _SpecError("the journal path after filesystem:// must be absolute")
+    if journal.endswith("/") or any(c in journal for c in "?#\x00"):
+        raise _SpecError("the journal path must name a file and hold no '?', '#' or NUL")
+    key = ("filesystem", os.path.realpath(journal))
+    if key not in opening.databases:
+        opening.databases[key] = FilesystemNoteStore(
+            opening.workspaces, journal_path=journal, clock=opening.clock
+        )
+    return opening.databases[key]
+
+
 _SQLITE: Final = Backend("sqlite:///ABSOLUTE/PATH.db", _open_sqlite)
 _POSTGRES: Final = Backend("postgresql://USER@HOST:PORT/DATABASE", _open_postgres)
 
@@ -128,6 +145,7 @@ NOTE_BACKENDS: dict[str, Backend] = {
     "sqlite": _SQLITE,
     "postgresql": _POSTGRES,
     "postgres": _POSTGRES,
+    "filesystem": Backend("filesystem:///ABSOLUTE/JOURNAL.db", _open_filesystem),
 }
 REPLAY_BACKENDS: dict[str, Backend] = {
     "memory": Backend(
