@@ -27,7 +27,7 @@ from labkit.scope import AllowlistAuthorizer, ScopeError, parse_file_uri
 from labkit.server import Server
 from labkit.state import MIN_KEY_BYTES, KeyRing
 from labkit.stores import NoteStore, ReplayStore
-from labkit.stores.memory import MemoryNoteStore, MemoryReplayStore
+from labkit.stores.open import open_stores
 
 log = logging.getLogger("labkit.config")
 
@@ -129,12 +129,32 @@ class Config:
         return tuple(dict.fromkeys(w for p in self.settings.principals for w in p.workspaces))
 
     def open_stores(self, *, clock: Clock = system_clock) -> tuple[NoteStore, ReplayStore]:
+        """Open the configured stores; a spec that is not understood is a `ConfigError`.
+        A database that cannot be reached raises its driver's error (an environment problem,
+        not a configuration one)."""
         stores = self.settings.stores
-        if stores.notes != "memory":
-            raise ConfigError("stores.notes", f"unsupported note store {stores.notes!r}")
-        if stores.replay != "memory":
-            raise ConfigError("stores.replay", f"unsupported replay store {stores.replay!r}")
-        return MemoryNoteStore(), MemoryReplayStore(clock=clock)
+        try:
+            return open_stores(
+                stores.notes, stores.replay, workspaces=self.workspaces(), clock=clock
+            )
+        except ValueError as exc:
+            # `open_stores` names the role first: "notes store spec ..." or "replay ...".
+            key = "stores.replay" if str(exc).startswith("replay") else "stores.notes"
+            raise ConfigError(key, str(exc)) from None
+
+    def sandbox_paths(self) -> tuple[Path, ...]:
+        """The directories the server must keep writing after the sandbox is applied: the
+        workspaces of a filesystem note store, and the directories of its journal and of
+        SQLite databases (SQLite creates its -wal and -shm files beside the database)."""
+        stores = self.settings.stores
+        paths: list[Path] = []
+        if stores.notes.startswith("filesystem"):
+            paths += [Path("/" + "/".join(parse_file_uri(w))) for w in self.workspaces()]
+        for spec in (stores.notes, stores.replay):
+            scheme, sep, rest = spec.partition("://")
+            if sep and scheme in ("sqlite", "filesystem") and rest.startswith("/"):
+                paths.append(Path(rest).parent)
+        return tuple(dict.fromkeys(paths))
 
     def build_server(self, *, clock: Clock = system_clock) -> Server:
         notes, replay = self.open_stores(clock=clock)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from labkit.auth import Authenticator
+    from labkit.config import SandboxMode
     from labkit.server import Server
 
 log = logging.getLogger("labkit.serve")
@@ -113,7 +114,7 @@ class Plan:
     server: Server
     stdio_principal: str | None
     authenticator: Authenticator | None
-    sandbox_mode: str
+    sandbox_mode: SandboxMode
     read_write: tuple[Path, ...] = ()
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
@@ -169,7 +170,8 @@ def _demo_plan(transport: str) -> Plan:
         server=deployment.server,
         stdio_principal="alice",
         authenticator=demo_authenticator() if transport == "http" else None,
-        sandbox_mode="off",
+        # Nothing on disk to reach: the demo can be confined to reading its own installation.
+        sandbox_mode="best_effort",
         # Everything lives in memory: answering inline is cheaper than a thread hop.
         blocking_methods=frozenset(),
     )
@@ -185,6 +187,7 @@ def _config_plan(path: Path, transport: str) -> tuple[Plan, str, int]:
         stdio_principal=config.stdio_principal() if transport == "stdio" else None,
         authenticator=config.authenticator() if transport == "http" else None,
         sandbox_mode=settings.server.sandbox,
+        read_write=config.sandbox_paths(),
         allowed_hosts=tuple(settings.http.allowed_hosts),
         allowed_origins=tuple(settings.http.allowed_origins),
         max_body_bytes=settings.http.max_body_bytes,
@@ -220,9 +223,37 @@ def _signals(handler: Callable[[], None]) -> Iterator[None]:
             signal.signal(sig, old)
 
 
+class _Refused(Exception):
+    """The environment refused to let the server start (exit status 1)."""
+
+
+def _confine(plan: Plan) -> None:
+    """Apply the sandbox (layer 3): after every file the server needs at start is open, and
+    before any thread exists, because Landlock restricts only the calling thread and the
+    threads it starts afterwards (SECURITY.md, "Layer 3")."""
+    from labkit.sandbox import SandboxUnavailable, apply_sandbox
+
+    try:
+        report = apply_sandbox(plan.sandbox_mode, read_write=[str(p) for p in plan.read_write])
+    except SandboxUnavailable as exc:
+        raise _Refused(f"server.sandbox is 'required' but cannot be applied: {exc}") from None
+    log.info(
+        "sandbox %s (mode %s, Landlock ABI %d): %s",
+        "applied" if report.applied else "not applied",
+        report.mode,
+        report.abi,
+        report.reason,
+    )
+
+
 def _serve_stdio(plan: Plan, principal: str) -> int:
     from labkit.transports.stdio import StdioTransport
 
+    try:
+        _confine(plan)
+    except _Refused as exc:
+        print(f"labkit serve: {exc}", file=sys.stderr)
+        return EXIT_ENVIRONMENT
     transport = StdioTransport(plan.server, principal)
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     log.info("serving MCP over stdio as principal %r", principal)
@@ -278,6 +309,11 @@ def _serve_http(plan: Plan) -> int:
         )
         return EXIT_ENVIRONMENT
     with sock:
+        try:
+            _confine(plan)
+        except _Refused as exc:
+            print(f"labkit serve: {exc}", file=sys.stderr)
+            return EXIT_ENVIRONMENT
         bound_port = sock.getsockname()[1]
         shown = f"[{plan.host.strip('[]')}]" if ":" in plan.host else plan.host
         if not _is_loopback(plan.host):
