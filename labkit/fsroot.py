@@ -356,10 +356,10 @@ class Scan:
     """A bounded, deterministic listing of note files beneath a directory of the root.
 
     Iterate it once. A directory's files come first, then its subdirectories, depth first,
-    everything in name order; symlinks are never
-    followed (whatever they point to inside the root is listed under its real name anyway);
-    hidden names, other devices, FIFOs, devices, hard-linked files and names that are not
-    UTF-8 are skipped. `truncated` tells whether `max_entries` cut the listing short.
+    everything in name order. Symlinks are never followed (whatever they point to inside the
+    root is listed under its real name anyway); hidden names, other devices, FIFOs, devices,
+    hard-linked files and names that are not UTF-8 are left out. `truncated` tells whether
+    `max_entries` cut the listing short; `ignored` counts what was left out or vanished.
     """
 
     def __init__(
@@ -372,7 +372,7 @@ class Scan:
         self._read_limit = read_limit
         self.truncated = False
         self.examined = 0
-        self.skipped = 0
+        self.ignored = 0
 
     def __iter__(self) -> Iterator[ScanEntry]:
         stack: list[Parts] = [self._base]
@@ -389,7 +389,7 @@ class Scan:
                             self.truncated = True
                             return
                         if not _listable(entry.name):
-                            self.skipped += 1
+                            self.ignored += 1
                             continue
                         if entry.is_dir(follow_symlinks=False):
                             if len(parts) - len(self._base) < MAX_DEPTH:
@@ -400,16 +400,16 @@ class Scan:
                         try:
                             head, st = read_head_at(dirfd, entry.name, self._read_limit)
                         except Refused:
-                            self.skipped += 1
+                            self.ignored += 1
                             continue
                         if st.st_dev != self._root.dev:
-                            self.skipped += 1
+                            self.ignored += 1
                             continue
                         yield ScanEntry((*parts, entry.name), Identity.of(st), head)
             except Refused as exc:
                 if exc.kind == "root_changed" or parts == self._base:
                     raise
-                self.skipped += 1  # a subdirectory swapped or removed while listing
+                self.ignored += 1  # a subdirectory swapped or removed while listing
                 continue
             stack.extend(reversed(subdirs))
 

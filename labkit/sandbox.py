@@ -54,7 +54,7 @@ READ_WRITE: Final = (
 )
 
 # What a Python server reads besides its own installation: shared libraries, TLS roots,
-# time zones, name resolution. Missing entries are skipped.
+# time zones, name resolution. Entries missing on this system are left out.
 SYSTEM_READ_ONLY: Final = (
     "/usr",
     "/lib",

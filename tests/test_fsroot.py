@@ -278,7 +278,7 @@ def test_root_identity_is_rechecked_on_every_call(
 # -- listing ----------------------------------------------------------------------------------
 
 
-def test_scan_is_deterministic_and_skips_what_is_not_a_note(tree: Path, resolver: str) -> None:
+def test_scan_is_deterministic_and_leaves_out_what_is_not_a_note(tree: Path, resolver: str) -> None:
     outside = tree.parent / "outside" / "secret.md"
     (tree / "a" / "c.md").write_text("# c\n")
     (tree / ".hidden.md").write_text("# hidden\n")

@@ -110,7 +110,7 @@ def run_child(tmp_path: Path, mode: str, *, extra_thread: bool = False) -> tuple
 
 
 def test_landlock_is_available_here() -> None:
-    # Not a skip condition: the sandbox is part of this project's deployment target.
+    # A hard requirement: the sandbox is part of this project's deployment target.
     assert landlockpy.abi_version() >= 1
 
 
