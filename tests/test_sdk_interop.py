@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import ExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,13 +21,16 @@ import mcp_types as types
 import pytest
 from conftest import Lab, build_lab
 from mcp import Client
-from mcp.client.session import ClientRequestContext
+from mcp.client.session import ClientRequestContext, ElicitationFnT
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from test_http import serving
 
-from labkit.auth import demo_authenticator
+from labkit.auth import demo_authenticator, hash_token
+from labkit.config import load_config
+from labkit.deployment import create_server
+from labkit.state import KeyRing
 from labkit.transports.http import create_app
 
 PROTOCOL = "2026-07-28"
@@ -53,8 +56,10 @@ class Elicitor:
             return types.ElicitResult(
                 action="accept", content={"note_id": "note-14", "confirm": True}
             )
-        assert action in ("decline", "cancel")
-        return types.ElicitResult(action=action)
+        if action == "decline":
+            return types.ElicitResult(action="decline")
+        assert action == "cancel"
+        return types.ElicitResult(action="cancel")
 
 
 @dataclass
@@ -68,7 +73,7 @@ class Target:
 
     @asynccontextmanager
     async def connect(
-        self, elicitor: Elicitor | None = None, token: str = "demo-alice"
+        self, elicitor: ElicitationFnT | None = None, token: str = "demo-alice"
     ) -> AsyncIterator[Client]:
         options: dict[str, Any] = {"mode": PROTOCOL, "cache": None}
         if elicitor is not None:
@@ -199,3 +204,122 @@ def test_a_wrong_token_fails_the_sdk_call(http_target: Target) -> None:
                 await client.list_tools()
 
     run(test)
+
+
+# -- a configured deployment: real files, SQLite replay, the sandbox on -----------------------
+
+
+@dataclass
+class TitleChooser:
+    """Answers the form by picking the offered note whose title is `title`."""
+
+    title: str
+    offered_titles: list[list[str]] = field(default_factory=list)
+
+    async def __call__(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        assert isinstance(params, types.ElicitRequestFormParams)
+        choices = params.requested_schema["properties"]["note_id"]["oneOf"]
+        self.offered_titles.append(sorted(choice["title"] for choice in choices))
+        (chosen,) = [c["const"] for c in choices if c["title"] == self.title]
+        return types.ElicitResult(action="accept", content={"note_id": chosen, "confirm": True})
+
+
+def write_filesystem_deployment(tmp_path: Path) -> tuple[Path, Path]:
+    """A config with real `.md` notes, a SQLite replay store and the sandbox on; returns the
+    config file and the workspace directory."""
+    workspace = tmp_path / "notes"
+    state = tmp_path / "state"
+    workspace.mkdir()
+    state.mkdir()
+    (workspace / "tps-2024.md").write_text("# TPS report 2024\n\nQ1 figures.\n")
+    (workspace / "tps-2025.md").write_text("Intro line\n# TPS report 2025\n")
+    (workspace / "TPS report draft.md").write_text("no heading here\n")
+    key = tmp_path / "signing.key"
+    key.write_bytes(b"k" * 48)
+    key.chmod(0o600)
+    config = tmp_path / "labkit.toml"
+    config.write_text(
+        f"""
+[server]
+signing_key_files = ["signing.key"]
+sandbox = "best_effort"
+
+[stores]
+notes = "filesystem://{state}/journal.db"
+replay = "sqlite://{state}/replay.db"
+
+[[principals]]
+name = "alice"
+token_sha256 = "{hash_token("alice-file-token")}"
+workspaces = ["file://{workspace}"]
+stdio = true
+"""
+    )
+    return config, workspace
+
+
+def assert_only_the_chosen_file_went(chooser: TitleChooser, workspace: Path) -> None:
+    assert chooser.offered_titles == [["TPS report 2024", "TPS report 2025", "TPS report draft"]]
+    assert sorted(p.name for p in workspace.iterdir()) == ["TPS report draft.md", "tps-2024.md"]
+
+
+def test_configured_filesystem_deployment_over_stdio_deletes_the_real_file(
+    tmp_path: Path,
+) -> None:
+    config, workspace = write_filesystem_deployment(tmp_path)
+    chooser = TitleChooser("TPS report 2025")
+    errlog_path = tmp_path / "stderr.txt"
+
+    async def test() -> None:
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "labkit.cli", "serve", "--config", str(config)]
+        )
+        with errlog_path.open("w") as errlog:
+            async with Client(
+                stdio_client(params, errlog=errlog),
+                mode=PROTOCOL,
+                cache=None,
+                elicitation_callback=chooser,
+            ) as client:
+                arguments = {"workspaceUri": f"file://{workspace}", "title": "tps report"}
+                result = await client.call_tool("notes_delete", arguments)
+        assert result.structured_content is not None
+        assert result.structured_content["status"] == "deleted"
+
+    run(test)
+    assert_only_the_chosen_file_went(chooser, workspace)
+    err = errlog_path.read_text()
+    assert "demo" not in err and "sandbox" in err
+
+
+def test_configured_filesystem_deployment_over_http_runs_the_call_in_a_worker_thread(
+    tmp_path: Path,
+) -> None:
+    config_path, workspace = write_filesystem_deployment(tmp_path)
+    config = load_config(config_path)
+    chooser = TitleChooser("TPS report 2025")
+    notes, replay = config.open_stores()
+    server = create_server(
+        keys=KeyRing.from_files(config.key_files),
+        notes=notes,
+        replay=replay,
+        authorizer=config.authorizer(),
+    )
+    # In process: the sandbox is `labkit serve`'s business and would confine the test runner.
+    app = create_app(server, config.authenticator())
+    with ExitStack() as stores, serving(app) as url:
+        for store in (notes, replay):
+            stores.callback(getattr(store, "close"))  # noqa: B009 (not in the store protocols)
+        target = Target("http", tmp_path / "unused", url=url)
+
+        async def test() -> None:
+            async with target.connect(chooser, token="alice-file-token") as client:
+                arguments = {"workspaceUri": f"file://{workspace}", "title": "tps report"}
+                result = await client.call_tool("notes_delete", arguments)
+            assert result.structured_content is not None
+            assert result.structured_content["status"] == "deleted"
+
+        run(test)
+    assert_only_the_chosen_file_went(chooser, workspace)
