@@ -43,13 +43,13 @@ def bearer_token(authorization: str | None) -> str | None:
 
     The scheme is case-insensitive (RFC 7235); the token is RFC 6750's b64token.
     """
-    if authorization is None or len(authorization) > MAX_TOKEN_CHARS + 16:
+    if authorization is None:
         return None
     scheme, _, token = authorization.strip().partition(" ")
     token = token.strip()
-    if scheme.lower() != "bearer" or _B64TOKEN.fullmatch(token) is None:
+    if scheme.lower() != "bearer" or len(token) > MAX_TOKEN_CHARS:
         return None
-    return token
+    return token if _B64TOKEN.fullmatch(token) else None
 
 
 class TokenAuthenticator:

@@ -3,8 +3,8 @@
 Owns: the command's options, choosing the deployment (a config file, or the demo), the order
 of start-up (configuration, stores, listening socket, sandbox, then serving), signal handling
 and exit codes: 0 after a clean stop (EOF, SIGINT, SIGTERM), 1 when the environment refuses
-(port in use, sandbox required but unavailable), 2 for a bad configuration or usage, with one
-line on stderr naming the problem.
+(port in use, a store that cannot be opened, sandbox required but unavailable), 2 for a bad
+configuration or usage, with one line on stderr naming the problem.
 
 Heavy imports (uvicorn, starlette) happen in `run`, so building the CLI parser stays cheap.
 """
@@ -59,8 +59,8 @@ examples:
   labkit serve --transport http --port 8000     # demo deployment at http://127.0.0.1:8000/mcp
   labkit serve --config labkit.toml --transport http --host 127.0.0.1 --port 9000
 
-exit status: 0 clean stop, 1 the environment refused (port in use, sandbox unavailable),
-2 bad configuration or usage."""
+exit status: 0 clean stop, 1 the environment refused (port in use, a database that cannot
+be opened, sandbox required but unavailable), 2 bad configuration or usage."""
 
 
 def _port(text: str) -> int:
@@ -136,6 +136,13 @@ def run(args: argparse.Namespace) -> int:
         where = f"{args.config}: " if args.config is not None else ""
         print(f"labkit serve: {where}{exc}", file=sys.stderr)
         return EXIT_CONFIG
+    except Exception as exc:
+        # A store that cannot be opened (database down, disk refused): the environment, not
+        # the file. One line by default; the traceback with --verbose.
+        log.debug("start-up failed", exc_info=True)
+        reason = " ".join(str(exc).split())
+        print(f"labkit serve: cannot start: {type(exc).__name__}: {reason}", file=sys.stderr)
+        return EXIT_ENVIRONMENT
     if args.transport == "stdio":
         assert plan.stdio_principal is not None
         return _serve_stdio(plan, plan.stdio_principal)
@@ -237,6 +244,8 @@ def _confine(plan: Plan) -> None:
         report = apply_sandbox(plan.sandbox_mode, read_write=[str(p) for p in plan.read_write])
     except SandboxUnavailable as exc:
         raise _Refused(f"server.sandbox is 'required' but cannot be applied: {exc}") from None
+    except ValueError as exc:
+        raise _Refused(f"sandbox: {exc}") from None
     log.info(
         "sandbox %s (mode %s, Landlock ABI %d): %s",
         "applied" if report.applied else "not applied",
@@ -324,6 +333,7 @@ def _serve_http(plan: Plan) -> int:
             access_log=False,
             server_header=False,
             proxy_headers=False,
+            ws="none",
             timeout_graceful_shutdown=5,
         )
         server = uvicorn.Server(config)

@@ -468,3 +468,14 @@ def test_serve_stdio_with_a_config_acts_for_its_stdio_principal(tmp_path: Path) 
     assert "demo" not in err
     assert "as principal 'alice'" in err
     assert "sandbox" in err
+
+
+def test_serve_reports_an_unreachable_database_with_exit_1_and_one_line(tmp_path: Path) -> None:
+    # Port 1 on loopback refuses at once: the database is down, the file is fine.
+    spec = "postgresql://postgres@127.0.0.1:1/test"
+    path = write_config(tmp_path, BASE.replace('replay = "memory"', f'replay = "{spec}"'))
+    proc = serve("--config", str(path))
+    assert proc.returncode == 1
+    lines = proc.stderr.decode().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("labkit serve: cannot start: OperationalError: ")
