@@ -200,8 +200,25 @@ def test_mallory_cannot_use_alices_workspace_through_the_sdk(http_target: Target
 def test_a_wrong_token_fails_the_sdk_call(http_target: Target) -> None:
     async def test() -> None:
         async with http_target.connect(token="not-a-token") as client:
-            with pytest.raises(MCPError):
+            with pytest.raises(MCPError) as refused:
                 await client.list_tools()
+        # The 401 body is not JSON-RPC, so the SDK reports a generic server error.
+        assert refused.value.code == -32603
+
+    run(test)
+
+
+def test_a_client_without_elicitation_gets_the_exact_capability_requirement(
+    target: Target,
+) -> None:
+    async def test() -> None:
+        async with target.connect() as client:  # no callback: no elicitation capability
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool("notes_delete", dict(TPS))
+        assert refused.value.code == -32021
+        assert refused.value.data == {"requiredCapabilities": {"elicitation": {"form": {}}}}
+        if target.lab is not None:
+            assert target.lab.nonces.issued == 0
 
     run(test)
 
