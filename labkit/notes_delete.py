@@ -248,10 +248,11 @@ class NotesDelete:
         responses = params.get("inputResponses")
         if "inputResponses" in params and not isinstance(responses, dict):
             raise ProtocolError(INVALID_PARAMS, "inputResponses must be an object")
+        ws_uri = format_file_uri(workspace)
         try:
             verified = self.signer.verify(params.get("requestState"), binding)
             payload = verified.payload
-            if payload.get("phase") != PHASE or payload.get("ws") != format_file_uri(workspace):
+            if payload.get("phase") != PHASE or payload.get("ws") != ws_uri:
                 raise InvalidState("phase or workspace does not match")
             candidates = {str(c[0]): str(c[1]) for c in payload["cands"]}
             nonce = str(payload["nonce"])
@@ -273,7 +274,6 @@ class NotesDelete:
                 f"inputResponses.{INPUT_KEY} must be an elicitation result "
                 "with action accept, decline or cancel",
             )
-        ws_uri = format_file_uri(workspace)
         if answer["action"] == "cancel":
             return _complete(
                 "Cancelled: nothing was deleted. The same confirmation can still be answered.",
