@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from labkit.deployment import DEMO_ALLOWLIST, DEMO_NOTES
-from labkit.scope import AllowlistAuthorizer, format_file_uri
+from labkit.scope import AllowlistAuthorizer
 from labkit.stores import Note
 from labkit.stores.memory import MemoryNoteStore, MemoryReplayStore
 
@@ -80,7 +80,11 @@ class RefillingNoteStore(MemoryNoteStore):
     def delete(self, note: Note) -> bool:
         deleted = super().delete(note)
         if deleted:
-            self.add(note.id, format_file_uri(note.path), note.title)
+            # What `add` does, without re-parsing the URI: the refill is not what is measured.
+            with self._lock:
+                self._notes[note.id] = Note(
+                    note.id, note.path, note.title, f"gen-{next(self._generation)}"
+                )
         return deleted
 
 

@@ -28,6 +28,8 @@ import time
 from typing import Any
 
 import mcp_types as types
+import uvicorn
+from common import bench_authorizer, bench_notes, bench_replay
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
@@ -338,21 +340,24 @@ def build_http_app(server: Server[Any]) -> Starlette:
 
 
 def main(argv: list[str] | None = None) -> None:
-    import uvicorn
-    from common import bench_authorizer, bench_notes, bench_replay
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(description="the SDK notes_delete server over HTTP")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--host", default="127.0.0.1")
     args = parser.parse_args(argv)
-    server = build_server(notes=bench_notes(), replay=bench_replay(), authorizer=bench_authorizer())
-    uvicorn.run(
+    server = build_server(
+        notes=bench_notes(per_thread=True), replay=bench_replay(), authorizer=bench_authorizer()
+    )
+    # The uvicorn settings `labkit serve` uses, so the servers differ only in their apps.
+    config = uvicorn.Config(
         build_http_app(server),
         host=args.host,
         port=args.port,
-        log_level="warning",
+        log_config=None,
         access_log=False,
+        server_header=False,
+        proxy_headers=False,
     )
+    uvicorn.Server(config).run()
 
 
 if __name__ == "__main__":

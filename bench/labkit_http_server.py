@@ -1,0 +1,45 @@
+"""labkit over Streamable HTTP for the bench's delete cells: what `labkit serve --transport http`
+runs for the demo deployment (the same `create_app`, demo bearer tokens, memory stores answered
+inline, the same uvicorn settings), with the bench stores in place of the demo ones.
+
+`labkit serve` keeps the lesson's three TPS notes and a replay store with a per-principal share
+of 1,000 confirmations: a few seconds of deletions would empty the one and fill the other. The
+bench stores re-create a deleted note (`common.RefillingNoteStore`) and hold every nonce of a
+run. The `tools/list` cells run against `labkit serve` itself.
+
+    python bench/labkit_http_server.py --port 8765
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import uvicorn
+from common import bench_notes, bench_replay
+
+from labkit.auth import demo_authenticator
+from labkit.deployment import demo_deployment
+from labkit.transports.http import create_app
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="labkit over HTTP with the bench stores")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--host", default="127.0.0.1")
+    args = parser.parse_args(argv)
+    deployment = demo_deployment(notes=bench_notes(per_thread=True), replay=bench_replay())
+    app = create_app(deployment.server, demo_authenticator(), blocking_methods=frozenset())
+    config = uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        proxy_headers=False,
+    )
+    uvicorn.Server(config).run()
+
+
+if __name__ == "__main__":
+    main()
