@@ -25,7 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
         "the labkit core, prints them compactly and reports PASS or FAIL from what happened. "
         "Exits non-zero if any checkpoint fails.",
     )
-    demo.add_argument("--width", type=int, default=200, help="truncate printed JSON lines to this many characters")
+    demo.add_argument(
+        "--width", type=int, default=200, help="truncate printed JSON lines to this many characters"
+    )
     demo.set_defaults(run=_run_demo)
 
     serve = commands.add_parser("serve", help="serve MCP over stdio (default) or Streamable HTTP")
