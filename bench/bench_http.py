@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
 import os
 import shutil
 import signal
@@ -382,4 +383,5 @@ def main() -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":
+    logging.basicConfig(level=logging.ERROR)  # expected refusals in the sanity checks
     main()

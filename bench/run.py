@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     import bench_inprocess
 
     started = time.monotonic()
+    failed = ""
     print(
         f"# labkit bench: Python {platform.python_version()}, {os.cpu_count()} CPUs, "
         f"{platform.machine()}, {time.strftime('%Y-%m-%d %H:%M')}",
@@ -77,9 +78,12 @@ def main(argv: list[str] | None = None) -> int:
         print("\n## HTTP", flush=True)
         rows += bench_http.main()
     if not args.skip_stores and (BENCH / "bench_stores.py").exists():
-        stores = importlib.import_module("bench_stores")
         print("\n## Stores", flush=True)
-        stores.main([])
+        try:
+            importlib.import_module("bench_stores").main([])
+        except Exception as exc:  # the other sections' figures still get their summary
+            failed = f"bench_stores failed: {exc!r}"
+            print(failed, flush=True)
     print(f"\n## Summary (per CPU-second; {time.monotonic() - started:.0f} s in all)")
     print(combined(rows))
     results = BENCH / "results"
@@ -87,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     (results / "latest.json").write_text(
         json.dumps([_jsonable(r) for r in rows], indent=2, default=str) + "\n"
     )
+    if failed:
+        print(failed)
+        return 1
     return 0
 
 
