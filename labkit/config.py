@@ -11,6 +11,7 @@ Reads files only in `load_config` (the TOML file and the key files), once at sta
 from __future__ import annotations
 
 import logging
+import os
 import stat
 import tomllib
 from collections.abc import Sequence
@@ -66,6 +67,9 @@ class ServerSettings(_Section):
     signing_key_files: list[str] = Field(min_length=1)
     state_ttl_seconds: float = Field(300.0, gt=0, le=86_400)
     sandbox: SandboxMode = "best_effort"
+    # Where server-side state files live (the filesystem store's deletion journal). Relative
+    # paths resolve against the config file's directory.
+    state_dir: str | None = Field(None, min_length=1)
 
 
 class StoreSettings(_Section):
@@ -128,15 +132,41 @@ class Config:
         """Every configured workspace URI, each once, in file order."""
         return tuple(dict.fromkeys(w for p in self.settings.principals for w in p.workspaces))
 
+    def state_dir(self) -> Path:
+        """`server.state_dir`; else the directory of a SQLite replay database; else the
+        per-user state directory (`$XDG_STATE_HOME/labkit`, by default ~/.local/state/labkit)."""
+        configured = self.settings.server.state_dir
+        if configured is not None:
+            return self.path.resolve().parent / Path(configured).expanduser()
+        replay = self.settings.stores.replay
+        if replay.startswith("sqlite:///"):
+            return Path(replay.removeprefix("sqlite://")).parent
+        xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+        return Path(xdg) / "labkit"
+
+    def store_specs(self) -> tuple[str, str]:
+        """The notes and replay specs, with a bare `filesystem` given its journal file
+        (`intents.db` in the state directory)."""
+        stores = self.settings.stores
+        notes = stores.notes
+        if notes == "filesystem":
+            notes = f"filesystem://{self.state_dir() / 'intents.db'}"
+        return notes, stores.replay
+
     def open_stores(self, *, clock: Clock = system_clock) -> tuple[NoteStore, ReplayStore]:
         """Open the configured stores; a spec that is not understood is a `ConfigError`.
         A database that cannot be reached raises its driver's error (an environment problem,
         not a configuration one)."""
-        stores = self.settings.stores
+        notes, replay = self.store_specs()
+        if self.settings.stores.notes == "filesystem":
+            try:
+                self.state_dir().mkdir(mode=0o700, parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ConfigError(
+                    "server.state_dir", f"cannot create {str(self.state_dir())!r}: {exc.strerror}"
+                ) from None
         try:
-            return open_stores(
-                stores.notes, stores.replay, workspaces=self.workspaces(), clock=clock
-            )
+            return open_stores(notes, replay, workspaces=self.workspaces(), clock=clock)
         except ValueError as exc:
             # `open_stores` names the role first: "notes store spec ..." or "replay ...".
             key = "stores.replay" if str(exc).startswith("replay") else "stores.notes"
@@ -146,11 +176,11 @@ class Config:
         """The directories the server must keep writing after the sandbox is applied: the
         workspaces of a filesystem note store, and the directories of its journal and of
         SQLite databases (SQLite creates its -wal and -shm files beside the database)."""
-        stores = self.settings.stores
+        notes, replay = self.store_specs()
         paths: list[Path] = []
-        if stores.notes.startswith("filesystem"):
+        if notes.startswith("filesystem"):
             paths += [Path("/" + "/".join(parse_file_uri(w))) for w in self.workspaces()]
-        for spec in (stores.notes, stores.replay):
+        for spec in (notes, replay):
             scheme, sep, rest = spec.partition("://")
             if sep and scheme in ("sqlite", "filesystem") and rest.startswith("/"):
                 paths.append(Path(rest).parent)

@@ -171,6 +171,67 @@ def test_sqlite_stores_open_and_their_directory_stays_writable_under_the_sandbox
         close()
 
 
+def filesystem_config(tmp_path: Path, replay: str, extra_server: str = "") -> Config:
+    notes_dir = tmp_path / "srv" / "notes"
+    notes_dir.mkdir(parents=True)
+    (notes_dir / "tps.md").write_text("# TPS report 2025\n\nold numbers\n")
+    alice_only = BASE[: BASE.index('[[principals]]\nname = "bob"')]
+    text = (
+        alice_only.replace('notes = "memory"', 'notes = "filesystem"')
+        .replace('replay = "memory"', f'replay = "{replay}"')
+        .replace("file:///srv/notes", f"file://{notes_dir}")
+        .replace('sandbox = "best_effort"', f'sandbox = "off"{extra_server}')
+    )
+    return load_config(write_config(tmp_path, text))
+
+
+def delete_only_note(config: Config, workspace: Path) -> dict[str, Any]:
+    server = config.build_server()
+    arguments = {"workspaceUri": f"file://{workspace}", "title": "tps"}
+    first = server.handle(call_message(1, arguments=arguments), RequestContext("alice"))
+    assert first is not None
+    (choice,) = first["result"]["inputRequests"]["delete_choice"]["params"]["requestedSchema"][
+        "properties"
+    ]["note_id"]["oneOf"]
+    assert choice["title"] == "TPS report 2025"
+    responses = {
+        "delete_choice": {
+            "action": "accept",
+            "content": {"note_id": choice["const"], "confirm": True},
+        }
+    }
+    second = server.handle(
+        call_message(2, arguments=arguments, state=state_of(first), responses=responses),
+        RequestContext("alice"),
+    )
+    assert second is not None
+    result: dict[str, Any] = second["result"]
+    return result
+
+
+def test_bare_filesystem_keeps_its_journal_beside_a_sqlite_replay_database(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    config = filesystem_config(tmp_path, f"sqlite://{state}/replay.db")
+    notes, replay = config.store_specs()
+    assert notes == f"filesystem://{state}/intents.db"
+    result = delete_only_note(config, tmp_path / "srv" / "notes")
+    assert result["structuredContent"]["deleted"] is True
+    assert not (tmp_path / "srv" / "notes" / "tps.md").exists()
+    assert (state / "intents.db").exists()
+    assert set(config.sandbox_paths()) == {tmp_path / "srv" / "notes", state}
+
+
+def test_bare_filesystem_uses_server_state_dir_relative_to_the_config(tmp_path: Path) -> None:
+    config = filesystem_config(tmp_path, "memory", '\nstate_dir = "var/labkit"')
+    assert config.state_dir() == tmp_path / "var" / "labkit"
+    result = delete_only_note(config, tmp_path / "srv" / "notes")
+    assert result["structuredContent"]["deleted"] is True
+    assert (tmp_path / "var" / "labkit" / "intents.db").exists()
+
+
 def test_a_world_readable_key_file_is_warned_about(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
