@@ -75,6 +75,8 @@ class ServerSettings(_Section):
 class StoreSettings(_Section):
     notes: str = Field("memory", min_length=1)
     replay: str = Field("memory", min_length=1)
+    # The PostgreSQL schema holding labkit's tables (one per deployment sharing a database).
+    schema_: str = Field("labkit", alias="schema", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
 
 
 class HttpSettings(_Section):
@@ -166,7 +168,13 @@ class Config:
                     "server.state_dir", f"cannot create {str(self.state_dir())!r}: {exc.strerror}"
                 ) from None
         try:
-            return open_stores(notes, replay, workspaces=self.workspaces(), clock=clock)
+            return open_stores(
+                notes,
+                replay,
+                workspaces=self.workspaces(),
+                clock=clock,
+                schema=self.settings.stores.schema_,
+            )
         except ValueError as exc:
             # `open_stores` names the role first: "notes store spec ..." or "replay ...".
             key = "stores.replay" if str(exc).startswith("replay") else "stores.notes"
