@@ -39,6 +39,7 @@ MAX_CANDIDATES: Final = 20
 MAX_TITLE_CHARS: Final = 200
 PHASE: Final = "confirm-delete"
 
+_ACTIONS: Final = ("accept", "decline", "cancel")
 STATE_ERROR: Final = "Invalid, expired or already used requestState"
 OUTSIDE_ERROR: Final = "workspaceUri is not a workspace this principal may use"
 
@@ -249,9 +250,6 @@ class NotesDelete:
     def _retry(
         self, params: dict[str, Any], binding: Binding, root: Path, workspace: Path, title: str
     ) -> dict[str, Any]:
-        responses = params.get("inputResponses")
-        if "inputResponses" in params and not isinstance(responses, dict):
-            raise ProtocolError(INVALID_PARAMS, "inputResponses must be an object")
         ws_uri = format_file_uri(workspace)
         try:
             verified = self.signer.verify(params.get("requestState"), binding)
@@ -264,21 +262,26 @@ class NotesDelete:
             log.warning("requestState refused for %r: %s", binding.principal, exc)
             raise ProtocolError(INVALID_PARAMS, STATE_ERROR) from None
 
-        answer = (responses or {}).get(INPUT_KEY)
-        if answer is None:
-            # A missing answer is re-asked, never treated as consent or as an error.
-            return self._ask(binding, workspace, title)
-        if not isinstance(answer, dict) or answer.get("action") not in (
-            "accept",
-            "decline",
-            "cancel",
+        responses = params.get("inputResponses", {})
+        if not isinstance(responses, dict):
+            raise ProtocolError(INVALID_PARAMS, "inputResponses must be an object")
+        answer = responses.get(INPUT_KEY)
+        if answer is not None and (
+            not isinstance(answer, dict) or answer.get("action") not in _ACTIONS
         ):
             raise ProtocolError(
                 INVALID_PARAMS,
                 f"inputResponses.{INPUT_KEY} must be an elicitation result "
                 "with action accept, decline or cancel",
             )
-        if answer["action"] == "cancel":
+        if answer is None or answer["action"] == "cancel":
+            # Neither path claims anything, so look first: a state already used (declined or
+            # deleted) is over, and must not be re-asked or reported as still answerable.
+            if self.replay.used(binding.principal, nonce):
+                self._refuse_claim(binding.principal, full=False)
+            if answer is None:
+                # A missing answer is re-asked, never treated as consent or as an error.
+                return self._ask(binding, workspace, title)
             return _complete(
                 "Cancelled: nothing was deleted. The same confirmation can still be answered.",
                 {"deleted": False, "status": "cancelled"},

@@ -623,6 +623,23 @@ def test_a_cancelled_state_still_expires(lab: Lab) -> None:
     assert error_of(call(lab.server, 3, state=state, responses=accept("note-14"))) == STATE_FAILURE
 
 
+@pytest.mark.parametrize("first", ["decline", "delete"])
+def test_a_used_state_is_not_re_asked_nor_reported_cancellable(lab: Lab, first: str) -> None:
+    state = ask(lab)
+    if first == "delete":
+        assert deleted(call(lab.server, 2, state=state, responses=accept("note-14")))
+    else:
+        assert structured(call(lab.server, 2, state=state, responses=DECLINE))["status"] == (
+            "declined"
+        )
+    kept = lab.ids()
+    # Cancel, a missing answer, and state alone: the confirmation is over, not answerable.
+    for index, responses in enumerate([CANCEL, {}, MISSING]):
+        response = call(lab.server, 3 + index, state=state, responses=responses)
+        assert error_of(response) == STATE_FAILURE
+    assert lab.ids() == kept
+
+
 def test_decline_with_stray_content_is_still_a_decline(lab: Lab) -> None:
     state = ask(lab)
     stray = answer("decline", {"note_id": "note-14", "confirm": True})

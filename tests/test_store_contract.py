@@ -194,6 +194,18 @@ def test_release_makes_the_nonce_claimable_again(stores: StoreSet, clock: FakeCl
     assert stores.replay.claim("alice", "n1", clock() + TTL) is Claim.CLAIMED
 
 
+def test_used_reports_live_claims_without_claiming(stores: StoreSet, clock: FakeClock) -> None:
+    assert stores.replay.used("alice", "n1") is False
+    assert stores.replay.claim("alice", "n1", clock() + TTL) is Claim.CLAIMED
+    assert stores.replay.used("alice", "n1") is True
+    assert stores.replay.used("bob", "n1") is False
+    stores.replay.release("alice", "n1")
+    assert stores.replay.used("alice", "n1") is False
+    assert stores.replay.claim("alice", "n2", clock() + TTL) is Claim.CLAIMED
+    clock.advance(TTL + 1)
+    assert stores.replay.used("alice", "n2") is False
+
+
 def test_each_principal_gets_a_bounded_share(open_backend: OpenBackend, clock: FakeClock) -> None:
     replay = open_backend(capacity=3, per_principal=2).replay
     expires = clock() + TTL

@@ -69,6 +69,10 @@ class ReplayStore(Protocol):
         """Undo a claim whose deletion did not happen (no nonce is burnt by a failed delete)."""
         ...
 
+    def used(self, principal: str, nonce: str) -> bool:
+        """Whether `(principal, nonce)` is claimed and not yet expired (a read, no claim)."""
+        ...
+
 
 @runtime_checkable
 class AtomicDeleter(Protocol):

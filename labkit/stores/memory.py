@@ -108,6 +108,11 @@ class MemoryReplayStore:
                 self._owned[principal] -= 1
             # the heap entry is dropped lazily by _prune
 
+    def used(self, principal: str, nonce: str) -> bool:
+        with self._lock:
+            self._prune(self._clock())
+            return (principal, nonce) in self._expiry
+
     def __len__(self) -> int:
         with self._lock:
             self._prune(self._clock())

@@ -93,6 +93,7 @@ _QUERIES: Final = {
     " (SELECT count(*) FROM {s}.claims WHERE expires_at > %s)",
     "release": "DELETE FROM {s}.claims WHERE principal = %s AND nonce = %s",
     "live": "SELECT count(*) FROM {s}.claims WHERE expires_at > %s",
+    "used": "SELECT 1 FROM {s}.claims WHERE principal = %s AND nonce = %s AND expires_at > %s",
     # SKIP LOCKED: collecting garbage never waits, so it can never join a lock cycle.
     "gc": "DELETE FROM {s}.claims WHERE (principal, nonce) IN (SELECT principal, nonce"
     " FROM {s}.claims WHERE expires_at <= %s LIMIT %s FOR UPDATE SKIP LOCKED)",
@@ -343,6 +344,13 @@ class PostgresStore:
             return True, None
 
         self._run(unit)
+
+    def used(self, principal: str, nonce: str) -> bool:
+        def unit(conn: Connection) -> tuple[bool, bool]:
+            row = conn.execute(self._q["used"], (principal, nonce, self._clock())).fetchone()
+            return True, row is not None
+
+        return self._run(unit)
 
     def live_claims(self) -> int:
         """How many claims have not expired (what counts against the capacity)."""

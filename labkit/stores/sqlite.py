@@ -324,6 +324,14 @@ class SqliteStore:
 
         self._run(unit, write=True)
 
+    def used(self, principal: str, nonce: str) -> bool:
+        def unit(conn: sqlite3.Connection) -> tuple[bool, bool]:
+            query = "SELECT 1 FROM claims WHERE principal = ? AND nonce = ? AND expires_at > ?"
+            row = conn.execute(query, (principal, nonce, self._clock())).fetchone()
+            return True, row is not None
+
+        return self._run(unit, write=False)
+
     def live_claims(self) -> int:
         """How many claims have not expired (what counts against the capacity)."""
 
