@@ -256,6 +256,10 @@ async def sanity_check(name: str, call: Call, notes: Any) -> None:
 
     replayed = await call(delete_retry(5, state, NOTE))
     assert replayed.get("error", {}).get("code") == -32602, (name, "replayed state", replayed)
+    cancel = delete_retry(7, state, NOTE)
+    cancel["params"]["inputResponses"][INPUT_KEY] = {"action": "cancel"}
+    over = await call(cancel)
+    assert over.get("error", {}).get("code") == -32602, (name, "cancel on a used state", over)
 
     no_caps = {**delete_round1(6), "params": {**delete_params(), "_meta": {**META}}}
     no_caps["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = {}

@@ -237,14 +237,17 @@ class SdkNotesDelete:
         except (ValueError, KeyError, TypeError, IndexError):
             raise MCPError(code=types.INVALID_PARAMS, message=STATE_ERROR) from None
         answer = (params.input_responses or {}).get(INPUT_KEY)
-        if answer is None:
-            return self._ask(workspace, title)
-        if not isinstance(answer, types.ElicitResult):
+        if answer is not None and not isinstance(answer, types.ElicitResult):
             raise MCPError(
                 code=types.INVALID_PARAMS,
                 message=f"inputResponses.{INPUT_KEY} must be an elicitation result",
             )
-        if answer.action == "cancel":
+        if answer is None or answer.action == "cancel":
+            # As labkit: neither path claims, so a state already used is refused first.
+            if self.replay.used(principal, nonce):
+                raise MCPError(code=types.INVALID_PARAMS, message=STATE_ERROR)
+            if answer is None:
+                return self._ask(workspace, title)
             return _complete(
                 "Cancelled: nothing was deleted. The same confirmation can still be answered.",
                 {"deleted": False, "status": "cancelled"},
