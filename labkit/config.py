@@ -77,6 +77,8 @@ class StoreSettings(_Section):
     replay: str = Field("memory", min_length=1)
     # The PostgreSQL schema holding labkit's tables (one per deployment sharing a database).
     schema_: str = Field("labkit", alias="schema", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
+    # The filesystem store's symlink policy (docs/symlink-policy.md).
+    symlinks: Literal["refuse", "within_root"] = "refuse"
 
 
 class HttpSettings(_Section):
@@ -174,6 +176,7 @@ class Config:
                 workspaces=self.workspaces(),
                 clock=clock,
                 schema=self.settings.stores.schema_,
+                symlinks=self.settings.stores.symlinks,
             )
         except ValueError as exc:
             # `open_stores` names the role first: "notes store spec ..." or "replay ...".

@@ -232,6 +232,41 @@ def test_bare_filesystem_uses_server_state_dir_relative_to_the_config(tmp_path: 
     assert (tmp_path / "var" / "labkit" / "intents.db").exists()
 
 
+@pytest.mark.parametrize(("policy", "found"), [("refuse", 0), ("within_root", 1)])
+def test_the_symlink_policy_is_chosen_in_the_config(
+    tmp_path: Path, policy: str, found: int
+) -> None:
+    root = tmp_path / "srv" / "notes"
+    (root / "2025").mkdir(parents=True)
+    (root / "2025" / "tps.md").write_text("# TPS report 2025\n")
+    (root / "current").symlink_to("2025")
+    alice_only = BASE[: BASE.index('[[principals]]\nname = "bob"')]
+    text = (
+        alice_only.replace('notes = "memory"', f'notes = "filesystem"\nsymlinks = "{policy}"')
+        .replace('replay = "memory"', f'replay = "sqlite://{tmp_path}/replay.db"')
+        .replace("file:///srv/notes", f"file://{root}")
+    )
+    config = load_config(write_config(tmp_path, text))
+    assert config.settings.stores.symlinks == policy
+    response = config.build_server().handle(
+        call_message(1, arguments={"workspaceUri": f"file://{root}/current", "title": "tps"}),
+        RequestContext("alice"),
+    )
+    assert response is not None
+    result = response["result"]
+    if found:
+        assert result["resultType"] == "input_required"
+    else:
+        assert result["structuredContent"]["status"] == "no_match"
+
+
+def test_an_unknown_symlink_policy_is_refused_naming_its_key(tmp_path: Path) -> None:
+    text = BASE.replace('replay = "memory"', 'replay = "memory"\nsymlinks = "follow"')
+    with pytest.raises(ConfigError) as caught:
+        load_config(write_config(tmp_path, text))
+    assert caught.value.key == "stores.symlinks"
+
+
 def test_a_world_readable_key_file_is_warned_about(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -49,6 +49,7 @@ class Opening:
     capacity: int
     per_principal: int
     schema: str
+    symlinks: str = "refuse"
     databases: dict[tuple[Any, ...], Any] = field(default_factory=dict)
 
 
@@ -132,7 +133,10 @@ def _open_filesystem(spec: str, opening: Opening) -> Any:
     key = ("filesystem", os.path.realpath(journal))
     if key not in opening.databases:
         opening.databases[key] = FilesystemNoteStore(
-            opening.workspaces, journal_path=journal, clock=opening.clock
+            opening.workspaces,
+            journal_path=journal,
+            clock=opening.clock,
+            symlinks=opening.symlinks,  # type: ignore[arg-type]  # checked by the store
         )
     return opening.databases[key]
 
@@ -172,15 +176,17 @@ def open_stores(
     capacity: int = DEFAULT_CAPACITY,
     per_principal: int = DEFAULT_PER_PRINCIPAL,
     schema: str = DEFAULT_SCHEMA,
+    symlinks: str = "refuse",
 ) -> tuple[NoteStore, ReplayStore]:
     """The note store and the replay store named by two specs (see the module docstring).
 
     `workspaces` are the configured workspace URIs (a filesystem note store opens them);
-    `capacity` and `per_principal` bound the replay store; `schema` is the PostgreSQL schema.
+    `capacity` and `per_principal` bound the replay store; `schema` is the PostgreSQL schema;
+    `symlinks` is the filesystem store's symlink policy (docs/symlink-policy.md).
     A malformed or unknown spec raises `ValueError` naming the value and the accepted forms;
     a database that cannot be opened raises its driver's error.
     """
-    opening = Opening(tuple(workspaces), clock, capacity, per_principal, schema)
+    opening = Opening(tuple(workspaces), clock, capacity, per_principal, schema, symlinks)
     try:
         note_store: NoteStore = _open("notes", notes, NOTE_BACKENDS, opening)
         replay_store: ReplayStore = _open("replay", replay, REPLAY_BACKENDS, opening)
