@@ -8,6 +8,7 @@ injected. Every state failure answers one fixed -32602 message; the reason goes 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import marshal
@@ -169,7 +170,9 @@ class NotesDelete:
         if principal is None or root is None:
             log.info("principal %r refused workspace %s", principal, format_file_uri(workspace))
             raise ProtocolError(INVALID_PARAMS, OUTSIDE_ERROR)
-        binding = Binding(principal, request.method, NAME, digest(arguments))
+        # `_arguments` admitted exactly these two strings, so this is digest(arguments).
+        arguments_digest = _arguments_digest(arguments["workspaceUri"], title)
+        binding = Binding(principal, request.method, NAME, arguments_digest)
         params = request.params
         if "requestState" in params or "inputResponses" in params:
             return self._retry(params, binding, root, workspace, title)
@@ -355,6 +358,12 @@ class NotesDelete:
             )
         log.warning("requestState replayed by %r", principal)
         raise ProtocolError(INVALID_PARAMS, STATE_ERROR)
+
+
+@functools.lru_cache(maxsize=1024)
+def _arguments_digest(workspace_uri: str, title: str) -> str:
+    # Both rounds of one confirmation digest the same arguments: compute it once.
+    return digest({"workspaceUri": workspace_uri, "title": title})
 
 
 def delete_choice_schema(candidates: list[tuple[str, str]]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ because they silently rewrite `%2e%2e`, strip control characters and drop `?quer
 
 from __future__ import annotations
 
+import functools
 import string
 import unicodedata
 from collections.abc import Iterable, Mapping
@@ -47,6 +48,13 @@ def parse_file_uri(uri: object) -> Path:
     """
     if not isinstance(uri, str):
         raise ScopeError("invalid", "must be a string")
+    return _parse_cached(uri)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_cached(uri: str) -> Path:
+    # Pure and hot (every call parses its workspace twice): accepted URIs are remembered.
+    # A refused URI raises, and lru_cache does not remember exceptions.
     if len(uri) > MAX_URI_LENGTH:
         raise ScopeError("invalid", f"longer than {MAX_URI_LENGTH} characters")
     for prefix in _PREFIXES:
@@ -67,6 +75,11 @@ def parse_file_uri(uri: object) -> Path:
 
 
 def _decode_segment(raw: str) -> str:
+    if "%" not in raw:
+        # Already checked to be RFC 3986 path characters: ASCII, so UTF-8 and NFC hold.
+        if raw in ("", ".", ".."):
+            raise ScopeError("outside", f"empty or dot segment {raw!r}")
+        return raw
     data = bytearray()
     i = 0
     while i < len(raw):
@@ -96,6 +109,7 @@ def _decode_segment(raw: str) -> str:
     return segment
 
 
+@functools.lru_cache(maxsize=4096)
 def format_file_uri(path: Path) -> str:
     """The canonical URI of a parsed path (percent-encoding what the strict grammar needs)."""
     return "file:///" + "/".join(_encode_segment(s) for s in path)

@@ -11,7 +11,6 @@ so every changed byte is rejected, including the spare bits of a base64 characte
 
 from __future__ import annotations
 
-import base64
 import binascii
 import hashlib
 import hmac
@@ -19,9 +18,8 @@ import json
 import logging
 import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import rfc8785
 
@@ -40,12 +38,18 @@ class InvalidState(Exception):
     """A requestState failed verification. The message is a log-only reason."""
 
 
+_TO_URLSAFE = bytes.maketrans(b"+/", b"-_")
+_FROM_URLSAFE = bytes.maketrans(b"-_", b"+/")
+
+
 def _b64encode(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+    # base64url without padding (RFC 4648 section 5); binascii directly, on the hot path.
+    return binascii.b2a_base64(data, newline=False).translate(_TO_URLSAFE).rstrip(b"=").decode()
 
 
 def _b64decode(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    raw = text.encode("ascii").translate(_FROM_URLSAFE)
+    return binascii.a2b_base64(raw + b"=" * (-len(raw) % 4))
 
 
 def key_id(secret: bytes) -> str:
@@ -99,6 +103,10 @@ class KeyRing:
 _SAFE_INTEGER = 2**53 - 1
 # Built once: `json.dumps` with options builds a new encoder on every call.
 _CANONICAL = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+# The token payload needs no canonical form (the MAC covers the token text as sent), only a
+# compact, ASCII-safe one.
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+_DECODER = json.JSONDecoder()
 
 
 def canonical_json(value: Any) -> bytes:
@@ -147,8 +155,7 @@ def digest(value: Any) -> str:
     return hashlib.sha256(canonical_json(value)).hexdigest()
 
 
-@dataclass(frozen=True)
-class Binding:
+class Binding(NamedTuple):
     """What a state is bound to: who asked, for what, with which arguments."""
 
     principal: str
@@ -157,8 +164,7 @@ class Binding:
     arguments_digest: str
 
 
-@dataclass(frozen=True)
-class Verified:
+class Verified(NamedTuple):
     payload: dict[str, Any]
     issued_at: float
     expires_at: float
@@ -197,7 +203,7 @@ class StateSigner:
             "data": dict(payload),
         }
         kid, secret = self.keys.sealing
-        body = f"{TOKEN_VERSION}.{kid}.{_b64encode(canonical_json(claims))}"
+        body = f"{TOKEN_VERSION}.{kid}.{_b64encode(_COMPACT.encode(claims).encode('ascii'))}"
         return f"{body}.{_mac(secret, body)}"
 
     def verify(self, token: object, binding: Binding) -> Verified:
@@ -238,9 +244,12 @@ class StateSigner:
         if not hmac.compare_digest(_mac(secret, body).encode(), parts[3].encode()):
             raise InvalidState("bad signature")
         try:
-            claims = json.loads(_b64decode(parts[2]))
+            text = _b64decode(parts[2]).decode("utf-8")
+            claims, end = _DECODER.raw_decode(text)
         except (binascii.Error, ValueError):
             raise InvalidState("undecodable payload") from None
+        if end != len(text):
+            raise InvalidState("trailing data after the payload")
         if not isinstance(claims, dict):
             raise InvalidState("malformed claims")
         return claims

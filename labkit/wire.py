@@ -26,22 +26,31 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+# Built once: `json.loads`/`json.dumps` with options build a new coder on every call.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_ASCII_ENCODER = json.JSONEncoder(separators=(",", ":"))
+
+
 def decode(raw: bytes | str) -> Any:
     """Parse one JSON text, or raise ProtocolError(-32700). NaN and Infinity are not JSON."""
     try:
-        return json.loads(raw, parse_constant=_reject_constant)
+        if not isinstance(raw, str):
+            # What json.loads does with bytes: UTF-8, -16 or -32, by the first bytes.
+            raw = raw.decode(json.detect_encoding(raw), "surrogatepass")
+        return _DECODER.decode(raw)
     except (ValueError, RecursionError):
         raise ProtocolError(PARSE_ERROR, "Parse error: the body is not valid JSON") from None
 
 
 def encode(message: Any) -> bytes:
-    text = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+    text = _ENCODER.encode(message)
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         # A peer may send `\ud800` escapes (legal JSON, not Unicode) that an answer echoes,
         # in an id or a method name: escape them back rather than fail in the transport.
-        return json.dumps(message, separators=(",", ":")).encode("ascii")
+        return _ASCII_ENCODER.encode(message).encode("ascii")
 
 
 def is_request_id(value: object) -> bool:

@@ -8,6 +8,7 @@ module, so a backend never leaks into the protocol logic.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -111,8 +112,9 @@ def commit_deletion(
     and before the delete. A note is never deleted without its nonce consumed, and a nonce is
     never consumed by a deletion that did not happen.
     """
-    if isinstance(notes, AtomicDeleter):
-        return notes.claim_and_delete(
+    if _is_atomic(type(notes)):
+        atomic: AtomicDeleter = notes  # type: ignore[assignment]
+        return atomic.claim_and_delete(
             replay,
             principal=principal,
             nonce=nonce,
@@ -129,6 +131,13 @@ def commit_deletion(
         note_id=note_id,
         recheck=recheck,
     )
+
+
+@functools.lru_cache(maxsize=64)
+def _is_atomic(kind: type) -> bool:
+    # A runtime Protocol check walks the protocol's attributes on every call: decide once per
+    # store class.
+    return hasattr(kind, "claim_and_delete")
 
 
 def claim_then_delete(
