@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
+import orjson
+
 from labkit.errors import PARSE_ERROR, ProtocolError
 
 PROTOCOL_VERSION: Final = "2026-07-28"
@@ -26,14 +28,18 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-# Built once: `json.loads`/`json.dumps` with options build a new coder on every call.
+# The stdlib coders, built once (`json.loads`/`json.dumps` with options build a new coder on
+# every call). orjson does the common case; these take what it refuses but JSON allows.
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 _ASCII_ENCODER = json.JSONEncoder(separators=(",", ":"))
 
 
 def decode(raw: bytes | str) -> Any:
     """Parse one JSON text, or raise ProtocolError(-32700). NaN and Infinity are not JSON."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        pass  # lone surrogate escapes, integers past 64 bits, UTF-16 or UTF-32 text
     try:
         if not isinstance(raw, str):
             # What json.loads does with bytes: UTF-8, -16 or -32, by the first bytes.
@@ -44,12 +50,12 @@ def decode(raw: bytes | str) -> Any:
 
 
 def encode(message: Any) -> bytes:
-    text = _ENCODER.encode(message)
     try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        # A peer may send `\ud800` escapes (legal JSON, not Unicode) that an answer echoes,
-        # in an id or a method name: escape them back rather than fail in the transport.
+        return orjson.dumps(message)
+    except TypeError:
+        # A peer may send `\ud800` escapes (legal JSON, not Unicode) or integers past 64 bits
+        # that an answer echoes, in an id or a method name: escape them back as ASCII JSON
+        # rather than fail in the transport.
         return _ASCII_ENCODER.encode(message).encode("ascii")
 
 
