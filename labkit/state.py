@@ -12,6 +12,7 @@ so every changed byte is rejected, including the spare bits of a base64 characte
 from __future__ import annotations
 
 import binascii
+import functools
 import hashlib
 import hmac
 import json
@@ -239,7 +240,7 @@ class StateSigner:
         if secret is None:
             raise InvalidState("unknown key id")
         body = token[: token.rindex(".")]
-        if not hmac.compare_digest(_mac(secret, body).encode(), parts[3].encode()):
+        if not hmac.compare_digest(_mac(secret, body), parts[3]):
             raise InvalidState("bad signature")
         try:
             claims = orjson.loads(_b64decode(parts[2]))
@@ -251,4 +252,12 @@ class StateSigner:
 
 
 def _mac(secret: bytes, body: str) -> str:
-    return _b64encode(hmac.digest(secret, body.encode("ascii"), "sha256"))
+    mac = _keyed(secret).copy()
+    mac.update(body.encode("ascii"))
+    return _b64encode(mac.digest())
+
+
+@functools.lru_cache(maxsize=16)
+def _keyed(secret: bytes) -> hmac.HMAC:
+    # HMAC with the key already absorbed; each token copies it (cheaper than re-keying).
+    return hmac.new(secret, digestmod=hashlib.sha256)
