@@ -101,8 +101,7 @@ def field_problem(field: Mapping[str, Any], value: object) -> str | None:
 def _check_string(field: Mapping[str, Any], value: object) -> str | None:
     if not isinstance(value, str):
         return "expected a string"
-    options = choices(field)
-    if options and value not in [v for v, _ in options]:
+    if ("oneOf" in field or "enum" in field) and all(value != v for v, _ in choices(field)):
         return "not one of the offered choices"
     if len(value) < field.get("minLength", 0):
         return f"shorter than {field['minLength']} characters"

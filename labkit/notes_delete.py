@@ -41,6 +41,7 @@ MAX_TITLE_CHARS: Final = 200
 PHASE: Final = "confirm-delete"
 
 _ACTIONS: Final = ("accept", "decline", "cancel")
+_ARGUMENT_NAMES: Final = frozenset({"workspaceUri", "title"})
 STATE_ERROR: Final = "Invalid, expired or already used requestState"
 OUTSIDE_ERROR: Final = "workspaceUri is not a workspace this principal may use"
 
@@ -179,8 +180,8 @@ class NotesDelete:
         return self._ask(binding, workspace, title)
 
     def _arguments(self, arguments: dict[str, Any]) -> tuple[Path, str]:
-        extra = sorted(set(arguments) - {"workspaceUri", "title"})
-        if extra:
+        if not arguments.keys() <= _ARGUMENT_NAMES:
+            extra = sorted(set(arguments) - _ARGUMENT_NAMES)
             raise ProtocolError(INVALID_PARAMS, f"notes_delete: unexpected argument(s) {extra}")
         uri, title = arguments.get("workspaceUri"), arguments.get("title")
         if not isinstance(uri, str) or not isinstance(title, str):
