@@ -295,7 +295,7 @@ class NotesDelete:
             return _complete(
                 "Declined: nothing was deleted.", {"deleted": False, "status": "declined"}
             )
-        schema = delete_choice_schema([(note_id, note_id) for note_id in candidates])
+        schema = _asked_schema(tuple(candidates))
         try:
             content = forms.validate_content(schema, answer.get("content"))
         except forms.FormError as exc:
@@ -365,6 +365,13 @@ class NotesDelete:
 def _arguments_digest(workspace_uri: str, title: str) -> str:
     # Both rounds of one confirmation digest the same arguments: compute it once.
     return digest({"workspaceUri": workspace_uri, "title": title})
+
+
+@functools.lru_cache(maxsize=1024)
+def _asked_schema(note_ids: tuple[str, ...]) -> dict[str, Any]:
+    """The schema the form was asked with, rebuilt from the signed candidate ids (labels do not
+    matter to validation). Read-only: shared between calls."""
+    return delete_choice_schema([(note_id, note_id) for note_id in note_ids])
 
 
 def delete_choice_schema(candidates: list[tuple[str, str]]) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import logging
 import secrets
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import orjson
 import rfc8785
@@ -168,6 +168,11 @@ class Verified(NamedTuple):
     expires_at: float
 
 
+# The claims a state must share with the request, in `(audience, *Binding)` order.
+_BOUND_CLAIMS: Final = ("aud", "sub", "method", "name", "args")
+_BOUND_NAMES: Final = ("audience", "principal", "method", "tool or prompt name", "arguments digest")
+
+
 class StateSigner:
     """Mints and verifies states bound to an audience and a request `Binding`."""
 
@@ -208,16 +213,12 @@ class StateSigner:
     def verify(self, token: object, binding: Binding) -> Verified:
         """The payload of a state this server minted for exactly this request, or raise."""
         claims = self._unseal(token)
-        checks = (
-            ("audience", "aud", self.audience),
-            ("principal", "sub", binding.principal),
-            ("method", "method", binding.method),
-            ("tool or prompt name", "name", binding.name),
-            ("arguments digest", "args", binding.arguments_digest),
-        )
-        for what, claim, expected in checks:
-            if claims.get(claim) != expected:
-                raise InvalidState(f"{what} does not match the request")
+        bound = tuple(claims.get(claim) for claim in _BOUND_CLAIMS)
+        expected = (self.audience, *binding)
+        if bound != expected:
+            pairs = zip(_BOUND_NAMES, bound, expected, strict=True)
+            what = next(name for name, got, want in pairs if got != want)
+            raise InvalidState(f"{what} does not match the request")
         iat, exp, data = claims.get("iat"), claims.get("exp"), claims.get("data")
         if not isinstance(iat, int) or not isinstance(exp, int) or not isinstance(data, dict):
             raise InvalidState("malformed claims")
