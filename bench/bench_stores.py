@@ -33,7 +33,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from labkit.scope import parse_file_uri, strictly_contains
-from labkit.stores import Claim, Deletion, Note, NoteStore, ReplayStore, commit_deletion
+from labkit.stores import (
+    Claim,
+    Confirmation,
+    Deletion,
+    Note,
+    NoteStore,
+    ReplayStore,
+    commit_deletion,
+)
 from labkit.stores.memory import MemoryNoteStore, MemoryReplayStore
 
 POSTGRES_DSN = "postgresql://postgres@127.0.0.1:5432/test"
@@ -142,11 +150,13 @@ def run_deletes(
         outcome, _ = commit_deletion(
             notes,
             replay,
-            principal=principal,
-            nonce=f"{index}-{done}",
-            expires_at=time.time() + TTL,
-            note_id=note_id,
-            recheck=recheck,
+            Confirmation(
+                principal=principal,
+                nonce=f"{index}-{done}",
+                expires_at=time.time() + TTL,
+                note_id=note_id,
+                recheck=recheck,
+            ),
         )
         if outcome is not Deletion.DELETED:
             raise RuntimeError(f"{note_id}: {outcome}")

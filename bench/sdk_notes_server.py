@@ -61,7 +61,15 @@ from labkit.scope import (
 )
 from labkit.server import DEFAULT_LIST_TTL_MS
 from labkit.state import CLOCK_SKEW_SECONDS, DEFAULT_TTL_SECONDS
-from labkit.stores import Claim, Deletion, Note, NoteStore, ReplayStore, commit_deletion
+from labkit.stores import (
+    Claim,
+    Confirmation,
+    Deletion,
+    Note,
+    NoteStore,
+    ReplayStore,
+    commit_deletion,
+)
 
 SERVER_NAME = "sdk-notes"
 STATE_ERROR = "Invalid, expired or already used requestState"
@@ -283,11 +291,13 @@ class SdkNotesDelete:
         outcome, note = commit_deletion(
             self.notes,
             self.replay,
-            principal=principal,
-            nonce=nonce,
-            expires_at=expires_at,
-            note_id=note_id,
-            recheck=recheck,
+            Confirmation(
+                principal=principal,
+                nonce=nonce,
+                expires_at=expires_at,
+                note_id=note_id,
+                recheck=recheck,
+            ),
         )
         ws_uri = format_file_uri(workspace)
         if outcome is Deletion.DELETED:

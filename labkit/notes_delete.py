@@ -30,7 +30,15 @@ from labkit.scope import (
 )
 from labkit.server import Request
 from labkit.state import Binding, InvalidState, StateSigner, digest
-from labkit.stores import Claim, Deletion, Note, NoteStore, ReplayStore, commit_deletion
+from labkit.stores import (
+    Claim,
+    Confirmation,
+    Deletion,
+    Note,
+    NoteStore,
+    ReplayStore,
+    commit_deletion,
+)
 
 log = logging.getLogger("labkit.notes_delete")
 
@@ -323,11 +331,13 @@ class NotesDelete:
         outcome, note = commit_deletion(
             self.notes,
             self.replay,
-            principal=binding.principal,
-            nonce=nonce,
-            expires_at=verified.expires_at + self.signer.skew_seconds,
-            note_id=note_id,
-            recheck=recheck,
+            Confirmation(
+                principal=binding.principal,
+                nonce=nonce,
+                expires_at=verified.expires_at + self.signer.skew_seconds,
+                note_id=note_id,
+                recheck=recheck,
+            ),
         )
         if outcome is Deletion.DELETED:
             assert note is not None

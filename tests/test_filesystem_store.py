@@ -24,6 +24,7 @@ from labkit.state import KeyRing
 from labkit.stores import (
     AtomicDeleter,
     Claim,
+    Confirmation,
     Deletion,
     Note,
     NoteStore,
@@ -250,11 +251,13 @@ def test_claim_and_delete_deletes_once(store: FilesystemNoteStore, ws: Path) -> 
     outcome = commit_deletion(
         store,
         replay,
-        principal="alice",
-        nonce="n1",
-        expires_at=EXPIRES,
-        note_id=note.id,
-        recheck=lambda live: live == note,
+        Confirmation(
+            principal="alice",
+            nonce="n1",
+            expires_at=EXPIRES,
+            note_id=note.id,
+            recheck=lambda live: live == note,
+        ),
     )
     assert outcome == (Deletion.DELETED, note)
     assert not (ws / "tps-report-2023.md").exists()
@@ -262,11 +265,13 @@ def test_claim_and_delete_deletes_once(store: FilesystemNoteStore, ws: Path) -> 
     again = commit_deletion(
         store,
         replay,
-        principal="alice",
-        nonce="n1",
-        expires_at=EXPIRES,
-        note_id=note.id,
-        recheck=lambda live: True,
+        Confirmation(
+            principal="alice",
+            nonce="n1",
+            expires_at=EXPIRES,
+            note_id=note.id,
+            recheck=lambda live: True,
+        ),
     )
     assert again == (Deletion.USED, None)
 
@@ -276,11 +281,13 @@ def test_failed_recheck_releases_the_claim(store: FilesystemNoteStore, ws: Path)
     note = by_name(store, ws, "tps-report-2023.md")
     outcome = store.claim_and_delete(
         replay,
-        principal="alice",
-        nonce="n1",
-        expires_at=EXPIRES,
-        note_id=note.id,
-        recheck=lambda live: False,
+        Confirmation(
+            principal="alice",
+            nonce="n1",
+            expires_at=EXPIRES,
+            note_id=note.id,
+            recheck=lambda live: False,
+        ),
     )
     assert outcome == (Deletion.STALE, note)
     assert (ws / "tps-report-2023.md").exists()
@@ -293,11 +300,13 @@ def test_a_full_replay_store_deletes_nothing(store: FilesystemNoteStore, ws: Pat
     note = by_name(store, ws, "tps-report-2023.md")
     outcome = store.claim_and_delete(
         replay,
-        principal="alice",
-        nonce="n1",
-        expires_at=EXPIRES,
-        note_id=note.id,
-        recheck=lambda live: True,
+        Confirmation(
+            principal="alice",
+            nonce="n1",
+            expires_at=EXPIRES,
+            note_id=note.id,
+            recheck=lambda live: True,
+        ),
     )
     assert outcome == (Deletion.FULL, None)
     assert (ws / "tps-report-2023.md").exists()
@@ -319,11 +328,13 @@ def test_a_change_between_journal_and_unlink_is_stale(ws: Path) -> None:
         note = by_name(s, ws, "tps-report-2023.md")
         outcome = s.claim_and_delete(
             replay,
-            principal="alice",
-            nonce="n1",
-            expires_at=EXPIRES,
-            note_id=note.id,
-            recheck=lambda live: True,
+            Confirmation(
+                principal="alice",
+                nonce="n1",
+                expires_at=EXPIRES,
+                note_id=note.id,
+                recheck=lambda live: True,
+            ),
         )
         assert outcome == (Deletion.STALE, note)
         assert s.pending_intents() == []
@@ -339,22 +350,26 @@ def test_the_journal_refuses_a_nonce_the_replay_store_forgot(
     assert (
         store.claim_and_delete(
             MemoryReplayStore(),
-            principal="alice",
-            nonce="n1",
-            expires_at=EXPIRES,
-            note_id=first.id,
-            recheck=lambda live: True,
+            Confirmation(
+                principal="alice",
+                nonce="n1",
+                expires_at=EXPIRES,
+                note_id=first.id,
+                recheck=lambda live: True,
+            ),
         )[0]
         is Deletion.DELETED
     )
     second = by_name(store, ws, "shopping-list.md")
     outcome = store.claim_and_delete(
         MemoryReplayStore(),  # a restarted in-memory replay store remembers nothing
-        principal="alice",
-        nonce="n1",
-        expires_at=EXPIRES,
-        note_id=second.id,
-        recheck=lambda live: True,
+        Confirmation(
+            principal="alice",
+            nonce="n1",
+            expires_at=EXPIRES,
+            note_id=second.id,
+            recheck=lambda live: True,
+        ),
     )
     assert outcome == (Deletion.USED, None)
     assert (ws / "shopping-list.md").exists()
@@ -381,11 +396,13 @@ def crash_once(ws: Path, at: str, name: str) -> Note:
         with pytest.raises(Crash):
             s.claim_and_delete(
                 MemoryReplayStore(),
-                principal="alice",
-                nonce="n1",
-                expires_at=EXPIRES,
-                note_id=note.id,
-                recheck=lambda live: True,
+                Confirmation(
+                    principal="alice",
+                    nonce="n1",
+                    expires_at=EXPIRES,
+                    note_id=note.id,
+                    recheck=lambda live: True,
+                ),
             )
     return note
 
@@ -447,6 +464,7 @@ def test_crash_after_unlink_recovers_as_done(ws: Path) -> None:
 CHILD = textwrap.dedent(
     """
     import json, os, sys
+    from labkit.stores import Confirmation
     from labkit.stores.filesystem import FilesystemNoteStore
     from labkit.stores.memory import MemoryReplayStore
     args = json.loads(sys.argv[1])
@@ -457,8 +475,8 @@ CHILD = textwrap.dedent(
 
     store = FilesystemNoteStore([args["ws"]], journal_path=args["journal"], audit=audit)
     outcome, _ = store.claim_and_delete(
-        MemoryReplayStore(), principal="alice", nonce=args["nonce"], expires_at=4e9,
-        note_id=args["note_id"], recheck=lambda live: True,
+        MemoryReplayStore(), Confirmation(principal="alice", nonce=args["nonce"], expires_at=4e9,
+        note_id=args["note_id"], recheck=lambda live: True),
     )
     print(outcome.value)
     store.close()

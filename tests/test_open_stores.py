@@ -12,7 +12,7 @@ from psycopg import sql
 from store_backends import require_postgres, unique_schema
 
 from labkit.clock import FakeClock
-from labkit.stores import Claim, Deletion, commit_deletion
+from labkit.stores import Claim, Confirmation, Deletion, commit_deletion
 from labkit.stores.memory import MemoryNoteStore, MemoryReplayStore
 from labkit.stores.open import open_stores
 from labkit.stores.postgres import PostgresStore
@@ -86,11 +86,13 @@ def test_two_sqlite_files_are_two_stores_and_still_delete_once(
         outcome = commit_deletion(
             notes,
             replay,
-            principal="alice",
-            nonce="n1",
-            expires_at=clock() + TTL,
-            note_id=note.id,
-            recheck=lambda live: True,
+            Confirmation(
+                principal="alice",
+                nonce="n1",
+                expires_at=clock() + TTL,
+                note_id=note.id,
+                recheck=lambda live: True,
+            ),
         )
         assert outcome == expected
 

@@ -17,7 +17,7 @@ from psycopg import sql
 from store_backends import require_postgres, unique_schema
 
 from labkit.clock import FakeClock
-from labkit.stores import Claim, Deletion, commit_deletion
+from labkit.stores import Claim, Confirmation, Deletion, commit_deletion
 from labkit.stores.postgres import PostgresStore
 
 pytestmark = pytest.mark.postgres
@@ -145,11 +145,13 @@ def test_a_concurrent_stale_winner_does_not_burn_the_nonce(
         outcomes[name] = commit_deletion(
             store,
             store,
-            principal="alice",
-            nonce="n1",
-            expires_at=clock() + TTL,
-            note_id=note.id,
-            recheck=recheck,
+            Confirmation(
+                principal="alice",
+                nonce="n1",
+                expires_at=clock() + TTL,
+                note_id=note.id,
+                recheck=recheck,
+            ),
         )
 
     stale = threading.Thread(target=attempt, args=("stale", False))

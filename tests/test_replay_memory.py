@@ -13,6 +13,7 @@ from labkit.scope import parse_file_uri
 from labkit.stores import (
     AtomicDeleter,
     Claim,
+    Confirmation,
     Deletion,
     Note,
     NoteStore,
@@ -199,11 +200,13 @@ def _deletion(
     return commit_deletion(
         notes,
         replay,
-        principal="alice",
-        nonce=nonce,
-        expires_at=1_800_000_060.0,
-        note_id=note_id,
-        recheck=lambda note: ok,
+        Confirmation(
+            principal="alice",
+            nonce=nonce,
+            expires_at=1_800_000_060.0,
+            note_id=note_id,
+            recheck=lambda note: ok,
+        ),
     )
 
 
@@ -241,11 +244,13 @@ def test_a_full_store_refuses_before_the_deletion_runs(clock: FakeClock) -> None
     outcome = claim_then_delete(
         notes,
         replay,
-        principal="alice",
-        nonce="x",
-        expires_at=clock.now + 60,
-        note_id="n1",
-        recheck=recheck,
+        Confirmation(
+            principal="alice",
+            nonce="x",
+            expires_at=clock.now + 60,
+            note_id="n1",
+            recheck=recheck,
+        ),
     )
     assert outcome == (Deletion.FULL, None)
     assert checked == [] and notes.ids() == ["n1"]

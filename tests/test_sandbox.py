@@ -27,6 +27,7 @@ CHILD = textwrap.dedent(
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     from labkit.fsroot import Refused, unlink_at
     from labkit.sandbox import SandboxUnavailable, apply_sandbox
+    from labkit.stores import Confirmation
     from labkit.stores.filesystem import FilesystemNoteStore
     from labkit.stores.memory import MemoryReplayStore
 
@@ -74,8 +75,8 @@ CHILD = textwrap.dedent(
     notes = store.find(tuple(p for p in ws.split("/") if p), "", 10)
     result["found"] = [n.title for n in notes]
     outcome, _ = store.claim_and_delete(
-        MemoryReplayStore(), principal="alice", nonce="n1", expires_at=4e9,
-        note_id=notes[0].id, recheck=lambda live: True,
+        MemoryReplayStore(), Confirmation(principal="alice", nonce="n1", expires_at=4e9,
+        note_id=notes[0].id, recheck=lambda live: True),
     )
     result["deleted"] = outcome.value
     store.close()

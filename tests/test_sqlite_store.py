@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from labkit.clock import FakeClock
-from labkit.stores import Claim, Deletion, commit_deletion
+from labkit.stores import Claim, Confirmation, Deletion, commit_deletion
 from labkit.stores.sqlite import SqliteStore, StoreBusy
 
 TTL = 300.0
@@ -105,11 +105,13 @@ def test_a_locked_deletion_is_retried_as_one_unit(
         outcome = commit_deletion(
             w,
             w,
-            principal="alice",
-            nonce="n1",
-            expires_at=clock() + TTL,
-            note_id=note.id,
-            recheck=recheck,
+            Confirmation(
+                principal="alice",
+                nonce="n1",
+                expires_at=clock() + TTL,
+                note_id=note.id,
+                recheck=recheck,
+            ),
         )
     assert outcome == (Deletion.DELETED, note)
     assert rechecks == ["ran"]  # BEGIN IMMEDIATE met the lock before the unit ran
@@ -131,11 +133,13 @@ def test_a_lock_held_past_the_deadline_raises_and_burns_nothing(
             commit_deletion(
                 waiting,
                 waiting,
-                principal="alice",
-                nonce="n2",
-                expires_at=clock() + TTL,
-                note_id=note.id,
-                recheck=lambda live: True,
+                Confirmation(
+                    principal="alice",
+                    nonce="n2",
+                    expires_at=clock() + TTL,
+                    note_id=note.id,
+                    recheck=lambda live: True,
+                ),
             )
     assert sum(pauses) >= 2.0
     holder.release()

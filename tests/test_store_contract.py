@@ -32,7 +32,15 @@ from labkit.deployment import create_server
 from labkit.scope import AllowlistAuthorizer
 from labkit.server import Server
 from labkit.state import KeyRing
-from labkit.stores import Claim, Deletion, Note, NoteStore, ReplayStore, commit_deletion
+from labkit.stores import (
+    Claim,
+    Confirmation,
+    Deletion,
+    Note,
+    NoteStore,
+    ReplayStore,
+    commit_deletion,
+)
 from labkit.stores.memory import DEFAULT_CAPACITY, DEFAULT_PER_PRINCIPAL, MemoryReplayStore
 
 TTL = 300.0
@@ -250,11 +258,13 @@ def delete(
     return commit_deletion(
         stores.notes,
         stores.replay,
-        principal=principal,
-        nonce=nonce,
-        expires_at=expires_at,
-        note_id=note_id,
-        recheck=recheck,
+        Confirmation(
+            principal=principal,
+            nonce=nonce,
+            expires_at=expires_at,
+            note_id=note_id,
+            recheck=recheck,
+        ),
     )
 
 
@@ -332,11 +342,13 @@ def test_a_separate_replay_store_still_deletes_exactly_once(
         return commit_deletion(
             stores.notes,
             replay,
-            principal="alice",
-            nonce="n",
-            expires_at=clock() + TTL,
-            note_id=note_id,
-            recheck=lambda live: True,
+            Confirmation(
+                principal="alice",
+                nonce="n",
+                expires_at=clock() + TTL,
+                note_id=note_id,
+                recheck=lambda live: True,
+            ),
         )
 
     assert once(tps["2023"].id) == (Deletion.DELETED, tps["2023"])
@@ -457,11 +469,13 @@ def test_two_databases_claim_first_then_delete(open_backend: OpenBackend, clock:
     outcome = commit_deletion(
         notes_db.notes,
         claims_db.replay,
-        principal="alice",
-        nonce="n",
-        expires_at=clock() + TTL,
-        note_id=note.id,
-        recheck=recheck,
+        Confirmation(
+            principal="alice",
+            nonce="n",
+            expires_at=clock() + TTL,
+            note_id=note.id,
+            recheck=recheck,
+        ),
     )
     assert outcome == (Deletion.DELETED, note)
     assert seen == [1]  # the claim committed before the note was touched

@@ -1,6 +1,6 @@
 """The two store contracts the core depends on, and the deletion commit built on them.
 
-Owns: `Note`, `NoteStore`, `ReplayStore`, `AtomicDeleter`, `commit_deletion`.
+Owns: `Note`, `NoteStore`, `ReplayStore`, `AtomicDeleter`, `Confirmation`, `commit_deletion`.
 Backends live in submodules (`memory`, and the persistent ones); the core imports only this
 module, so a backend never leaks into the protocol logic.
 """
@@ -11,7 +11,7 @@ import enum
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from labkit.scope import Path
 
@@ -42,6 +42,22 @@ class Deletion(enum.Enum):
     USED = "used"
     FULL = "full"
     STALE = "stale"
+
+
+class Confirmation(NamedTuple):
+    """What one confirmed deletion needs: the nonce to claim (`principal`, `nonce`, until
+    `expires_at`), the note to delete (`note_id`), and `recheck`, run on the live record
+    (authorization, containment, identity) after the claim and before the delete.
+
+    Immutable. A NamedTuple rather than a frozen dataclass because one is built for every
+    confirmed deletion, and a NamedTuple is about half the cost to build.
+    """
+
+    principal: str
+    nonce: str
+    expires_at: float
+    note_id: str
+    recheck: Callable[[Note], bool]
 
 
 @runtime_checkable
@@ -85,52 +101,23 @@ class AtomicDeleter(Protocol):
     """
 
     def claim_and_delete(
-        self,
-        replay: ReplayStore,
-        *,
-        principal: str,
-        nonce: str,
-        expires_at: float,
-        note_id: str,
-        recheck: Callable[[Note], bool],
+        self, replay: ReplayStore, confirmation: Confirmation
     ) -> tuple[Deletion, Note | None]: ...
 
 
 def commit_deletion(
-    notes: NoteStore,
-    replay: ReplayStore,
-    *,
-    principal: str,
-    nonce: str,
-    expires_at: float,
-    note_id: str,
-    recheck: Callable[[Note], bool],
+    notes: NoteStore, replay: ReplayStore, confirmation: Confirmation
 ) -> tuple[Deletion, Note | None]:
-    """Claim the nonce and delete the live note, all or nothing.
+    """Claim the confirmation's nonce and delete the live note, all or nothing.
 
-    `recheck` runs on the live record (authorization, containment, identity) after the claim
-    and before the delete. A note is never deleted without its nonce consumed, and a nonce is
-    never consumed by a deletion that did not happen.
+    `confirmation.recheck` runs on the live record (authorization, containment, identity)
+    after the claim and before the delete. A note is never deleted without its nonce
+    consumed, and a nonce is never consumed by a deletion that did not happen.
     """
     if _is_atomic(type(notes)):
         atomic: AtomicDeleter = notes  # type: ignore[assignment]
-        return atomic.claim_and_delete(
-            replay,
-            principal=principal,
-            nonce=nonce,
-            expires_at=expires_at,
-            note_id=note_id,
-            recheck=recheck,
-        )
-    return claim_then_delete(
-        notes,
-        replay,
-        principal=principal,
-        nonce=nonce,
-        expires_at=expires_at,
-        note_id=note_id,
-        recheck=recheck,
-    )
+        return atomic.claim_and_delete(replay, confirmation)
+    return claim_then_delete(notes, replay, confirmation)
 
 
 @functools.lru_cache(maxsize=64)
@@ -141,24 +128,18 @@ def _is_atomic(kind: type) -> bool:
 
 
 def claim_then_delete(
-    notes: NoteStore,
-    replay: ReplayStore,
-    *,
-    principal: str,
-    nonce: str,
-    expires_at: float,
-    note_id: str,
-    recheck: Callable[[Note], bool],
+    notes: NoteStore, replay: ReplayStore, confirmation: Confirmation
 ) -> tuple[Deletion, Note | None]:
     """The generic unit of work for two independent stores: claim first (so two servers can
     never both pass), then re-check and delete, releasing the claim if the delete cannot
     happen."""
-    claim = replay.claim(principal, nonce, expires_at)
+    principal, nonce = confirmation.principal, confirmation.nonce
+    claim = replay.claim(principal, nonce, confirmation.expires_at)
     if claim is not Claim.CLAIMED:
         return (Deletion.USED if claim is Claim.USED else Deletion.FULL), None
     try:
-        live = notes.get(note_id)
-        if live is not None and recheck(live) and notes.delete(live):
+        live = notes.get(confirmation.note_id)
+        if live is not None and confirmation.recheck(live) and notes.delete(live):
             return Deletion.DELETED, live
     except BaseException:
         # A recheck or store failure is not a deletion either: the nonce stays usable.

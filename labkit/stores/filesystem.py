@@ -63,7 +63,7 @@ from typing import Any, Final, Literal
 from labkit.clock import Clock, system_clock
 from labkit.fsroot import Identity, Parts, Refused, ResolverName, Root
 from labkit.scope import Path, contains, format_file_uri, parse_file_uri, strictly_contains
-from labkit.stores import Claim, Deletion, Note, ReplayStore
+from labkit.stores import Claim, Confirmation, Deletion, Note, ReplayStore
 
 log = logging.getLogger("labkit.stores.filesystem")
 
@@ -429,34 +429,28 @@ class FilesystemNoteStore:
     # -- AtomicDeleter -------------------------------------------------------------------
 
     def claim_and_delete(
-        self,
-        replay: ReplayStore,
-        *,
-        principal: str,
-        nonce: str,
-        expires_at: float,
-        note_id: str,
-        recheck: Callable[[Note], bool],
+        self, replay: ReplayStore, confirmation: Confirmation
     ) -> tuple[Deletion, Note | None]:
         """Claim, journal, unlink, mark done: the file is deleted at most once."""
-        claim = replay.claim(principal, nonce, expires_at)
+        principal, nonce = confirmation.principal, confirmation.nonce
+        claim = replay.claim(principal, nonce, confirmation.expires_at)
         if claim is not Claim.CLAIMED:
             return (Deletion.USED if claim is Claim.USED else Deletion.FULL), None
         try:
-            live = self.get(note_id)
+            live = self.get(confirmation.note_id)
             located = self._locate(live.path, strictly_contains) if live is not None else None
-            if live is None or located is None or not recheck(live):
+            if live is None or located is None or not confirmation.recheck(live):
                 replay.release(principal, nonce)
                 return Deletion.STALE, live
             ws, rel = located
             intent = self._journal.begin(
                 principal=principal,
                 nonce=nonce,
-                note_id=note_id,
+                note_id=confirmation.note_id,
                 root=ws.uri,
                 rel=rel,
                 identity=live.identity,
-                expires_at=expires_at,
+                expires_at=confirmation.expires_at,
             )
         except BaseException:
             # Until the intent commits nothing can be deleted: the nonce must not stay used.

@@ -28,7 +28,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from labkit.clock import Clock, system_clock
 from labkit.scope import Path, parse_file_uri
-from labkit.stores import Claim, Deletion, Note, ReplayStore, claim_then_delete
+from labkit.stores import Claim, Confirmation, Deletion, Note, ReplayStore, claim_then_delete
 from labkit.stores.memory import DEFAULT_CAPACITY, DEFAULT_PER_PRINCIPAL
 from labkit.stores.sql import (
     NOTE_COLUMNS,
@@ -400,38 +400,25 @@ class PostgresStore:
         )
 
     def claim_and_delete(
-        self,
-        replay: ReplayStore,
-        *,
-        principal: str,
-        nonce: str,
-        expires_at: float,
-        note_id: str,
-        recheck: Callable[[Note], bool],
+        self, replay: ReplayStore, confirmation: Confirmation
     ) -> tuple[Deletion, Note | None]:
         """Claim the nonce and delete the note in one transaction when `replay` is this schema
         of this database; otherwise claim first, then delete (`claim_then_delete`)."""
         if not isinstance(replay, PostgresStore) or not self.shares_database(replay):
-            return claim_then_delete(
-                self,
-                replay,
-                principal=principal,
-                nonce=nonce,
-                expires_at=expires_at,
-                note_id=note_id,
-                recheck=recheck,
-            )
+            return claim_then_delete(self, replay, confirmation)
         claims = replay  # same schema: its bounds and clock, this store's connection
 
         def unit(conn: Connection) -> tuple[bool, tuple[Deletion, Note | None]]:
-            claim = claims._claim_in(conn, principal, nonce, expires_at)
+            claim = claims._claim_in(
+                conn, confirmation.principal, confirmation.nonce, confirmation.expires_at
+            )
             if claim is not Claim.CLAIMED:
                 return False, (Deletion.USED if claim is Claim.USED else Deletion.FULL, None)
-            row = conn.execute(self._q["take_note"], (note_id,)).fetchone()
+            row = conn.execute(self._q["take_note"], (confirmation.note_id,)).fetchone()
             live = None if row is None else note_from_row(self._epoch, row)
             # Authorization, containment and identity, re-checked on the live row while it is
             # locked by our DELETE. A stale note rolls back the delete *and* the claim.
-            if live is None or not recheck(live):
+            if live is None or not confirmation.recheck(live):
                 return False, (Deletion.STALE, live)
             claims._collect(conn)
             return True, (Deletion.DELETED, live)

@@ -24,7 +24,7 @@ from typing import Final, TypeVar
 
 from labkit.clock import Clock, system_clock
 from labkit.scope import Path, parse_file_uri
-from labkit.stores import Claim, Deletion, Note, ReplayStore, claim_then_delete
+from labkit.stores import Claim, Confirmation, Deletion, Note, ReplayStore, claim_then_delete
 from labkit.stores.memory import DEFAULT_CAPACITY, DEFAULT_PER_PRINCIPAL
 from labkit.stores.sql import (
     NOTE_COLUMNS,
@@ -370,42 +370,29 @@ class SqliteStore:
         return other is self or (isinstance(other, SqliteStore) and other._file_id == self._file_id)
 
     def claim_and_delete(
-        self,
-        replay: ReplayStore,
-        *,
-        principal: str,
-        nonce: str,
-        expires_at: float,
-        note_id: str,
-        recheck: Callable[[Note], bool],
+        self, replay: ReplayStore, confirmation: Confirmation
     ) -> tuple[Deletion, Note | None]:
         """Claim the nonce and delete the note in one `BEGIN IMMEDIATE` transaction when
         `replay` is this database; otherwise claim first, then delete (`claim_then_delete`)."""
         if not isinstance(replay, SqliteStore) or not self.shares_database(replay):
-            return claim_then_delete(
-                self,
-                replay,
-                principal=principal,
-                nonce=nonce,
-                expires_at=expires_at,
-                note_id=note_id,
-                recheck=recheck,
-            )
+            return claim_then_delete(self, replay, confirmation)
         claims = replay  # same file: its bounds and clock, this store's connection
 
         def unit(conn: sqlite3.Connection) -> tuple[bool, tuple[Deletion, Note | None]]:
-            claim = claims._claim_in(conn, principal, nonce, expires_at)
+            claim = claims._claim_in(
+                conn, confirmation.principal, confirmation.nonce, confirmation.expires_at
+            )
             if claim is Claim.USED:
                 return True, (Deletion.USED, None)
             if claim is Claim.FULL:
                 return False, (Deletion.FULL, None)
             rows = conn.execute(
-                f"DELETE FROM notes WHERE id = ? RETURNING {NOTE_COLUMNS}", (note_id,)
+                f"DELETE FROM notes WHERE id = ? RETURNING {NOTE_COLUMNS}", (confirmation.note_id,)
             ).fetchall()
             live = note_from_row(self._epoch, rows[0]) if rows else None
             # Authorization, containment and identity, re-checked on the live row while the
             # write lock is held. A stale note rolls back the delete *and* the claim.
-            if live is None or not recheck(live):
+            if live is None or not confirmation.recheck(live):
                 return False, (Deletion.STALE, live)
             return True, (Deletion.DELETED, live)
 
