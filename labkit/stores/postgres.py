@@ -14,10 +14,8 @@ rolls back, so a rolled-back winner never burns the nonce.
 from __future__ import annotations
 
 import logging
-import os
 import random
 import re
-import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final, TypeVar
@@ -33,6 +31,7 @@ from labkit.stores.memory import DEFAULT_CAPACITY, DEFAULT_PER_PRINCIPAL
 from labkit.stores.sql import (
     NOTE_COLUMNS,
     Row,
+    ThreadConnections,
     below,
     decide_found,
     generation_of,
@@ -116,7 +115,7 @@ def database_key(dsn: str, schema: str) -> tuple[tuple[tuple[str, str], ...], st
     return target, schema
 
 
-class PostgresStore:
+class PostgresStore(ThreadConnections[Connection]):
     """A `NoteStore`, a `ReplayStore` and an `AtomicDeleter` inside one PostgreSQL schema.
 
     Claims are keyed by `(principal, nonce)`; expired ones no longer count and are collected in
@@ -150,10 +149,7 @@ class PostgresStore:
         name = sql.Identifier(schema)
         self._q = {k: sql.SQL(v).format(s=name).as_string(None) for k, v in _QUERIES.items()}
         self._ddl = [sql.SQL(v).format(s=name).as_string(None) for v in _DDL]
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._connections: list[tuple[int, Connection]] = []
-        self._closed = False
+        super().__init__()
         try:
             self._epoch = self._run(self._create_schema)
         except BaseException:
@@ -162,24 +158,17 @@ class PostgresStore:
 
     # -- connections and the transaction runner ----------------------------------------------
 
-    def _connection(self) -> Connection:
-        if self._closed:
-            raise ValueError(f"PostgresStore(schema={self.schema!r}) is closed")
-        pid = os.getpid()
-        conn: Connection | None = getattr(self._local, "conn", None)
-        # A connection inherited through fork() is never used: its socket is shared.
-        if conn is not None and self._local.pid == pid and not conn.closed:
-            return conn
-        conn = psycopg.connect(
+    def _open(self) -> Connection:
+        return psycopg.connect(
             self._dsn,
             autocommit=True,  # transactions are explicit: conn.transaction() per unit
             connect_timeout=self._connect_timeout,
             application_name="labkit",
         )
-        self._local.conn, self._local.pid = conn, pid
-        with self._lock:
-            self._connections.append((pid, conn))
-        return conn
+
+    def _usable(self, conn: Connection) -> bool:
+        # psycopg reports a connection the server or the network dropped as closed.
+        return not conn.closed
 
     def _run(self, unit: Unit[_T]) -> _T:
         """Run `unit` in one transaction; retry it whole on a serialization failure or a
@@ -203,15 +192,9 @@ class PostgresStore:
                 delay = min(delay * 2, 0.2)
             except psycopg.OperationalError:
                 if conn.broken or conn.closed:
-                    self._local.conn = None
                     self._forget(conn)
                 raise
         raise AssertionError("unreachable: the last attempt returns or raises")
-
-    def _forget(self, conn: Connection) -> None:
-        with self._lock:
-            self._connections = [(p, c) for p, c in self._connections if c is not conn]
-        conn.close()
 
     def _create_schema(self, conn: Connection) -> tuple[bool, str]:
         # Concurrent CREATE ... IF NOT EXISTS can still collide in the catalog: queue them.
@@ -234,22 +217,6 @@ class PostgresStore:
             return True, None
 
         self._run(unit)
-
-    def close(self) -> None:
-        """Close this process's connections (those inherited through fork stay untouched)."""
-        pid = os.getpid()
-        with self._lock:
-            self._closed = True
-            mine = [conn for owner, conn in self._connections if owner == pid]
-            self._connections = [(o, c) for o, c in self._connections if o != pid]
-        for conn in mine:
-            conn.close()
-
-    def __enter__(self) -> PostgresStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"PostgresStore(schema={self.schema!r})"

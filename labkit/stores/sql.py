@@ -1,14 +1,19 @@
 """What the SQL backends (SQLite, PostgreSQL) share: how a note is stored as a row, how a
-workspace becomes an index range, and the replay store's bounds.
+workspace becomes an index range, the replay store's bounds, and a connection per thread.
 
 Owns: the row encoding of `Note.path` and `Note.identity`, the final (Python) decision of
-`find`, and the validation of the replay bounds. Pure module: no I/O, no database driver.
+`find`, the validation of the replay bounds, and the per-thread connection bookkeeping
+(`ThreadConnections`). No database driver: a backend says how to open its connections.
 """
 
 from __future__ import annotations
 
+import os
 import secrets
+import threading
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
+from typing import Generic, Protocol, Self, TypeVar
 
 from labkit.scope import Path, strictly_contains
 from labkit.stores import Note
@@ -88,3 +93,72 @@ def replay_bounds(capacity: int, per_principal: int) -> tuple[int, int]:
     if capacity < 1 or per_principal < 1:
         raise ValueError("replay store capacity and per-principal share must be positive")
     return capacity, min(per_principal, capacity)
+
+
+class Closable(Protocol):
+    def close(self) -> None: ...
+
+
+_C = TypeVar("_C", bound=Closable)
+
+
+class ThreadConnections(ABC, Generic[_C]):
+    """A connection per thread and per process, for a store used from many threads and
+    possibly forked: opened on first use, tracked so `close()` can close them all.
+
+    A backend implements `_open` (and `_usable` if a connection can go bad on its own), calls
+    `super().__init__()` before its first `_connection()`, and runs every unit of work on
+    `self._connection()`.
+    """
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._connections: list[tuple[int, _C]] = []
+        self._closed = False
+
+    @abstractmethod
+    def _open(self) -> _C:
+        """A new connection, ready for this store's units of work."""
+
+    def _usable(self, conn: _C) -> bool:
+        """Whether this thread's existing connection (opened in this process) may be reused."""
+        return True
+
+    def _connection(self) -> _C:
+        if self._closed:
+            raise ValueError(f"{self!r} is closed")
+        pid = os.getpid()
+        conn: _C | None = getattr(self._local, "conn", None)
+        # A connection inherited through fork() is never used: SQLite forbids it, and a
+        # network connection's socket would be shared with the parent.
+        if conn is not None and self._local.pid == pid and self._usable(conn):
+            return conn
+        conn = self._open()
+        self._local.conn, self._local.pid = conn, pid
+        with self._lock:
+            self._connections.append((pid, conn))
+        return conn
+
+    def _forget(self, conn: _C) -> None:
+        """Drop this thread's connection (it broke): no longer used, tracked, or open."""
+        self._local.conn = None
+        with self._lock:
+            self._connections = [(p, c) for p, c in self._connections if c is not conn]
+        conn.close()
+
+    def close(self) -> None:
+        """Close this process's connections (those inherited through fork stay untouched)."""
+        pid = os.getpid()
+        with self._lock:
+            self._closed = True
+            mine = [conn for owner, conn in self._connections if owner == pid]
+            self._connections = [(o, c) for o, c in self._connections if o != pid]
+        for conn in mine:
+            conn.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -17,7 +17,6 @@ import logging
 import os
 import random
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Final, TypeVar
@@ -29,6 +28,7 @@ from labkit.stores.memory import DEFAULT_CAPACITY, DEFAULT_PER_PRINCIPAL
 from labkit.stores.sql import (
     NOTE_COLUMNS,
     Row,
+    ThreadConnections,
     below,
     decide_found,
     generation_of,
@@ -74,7 +74,7 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return isinstance(code, int) and (code & 0xFF) in _BUSY_CODES
 
 
-class SqliteStore:
+class SqliteStore(ThreadConnections[sqlite3.Connection]):
     """A `NoteStore`, a `ReplayStore` and an `AtomicDeleter` over one SQLite file.
 
     Claims are keyed by `(principal, nonce)`, bounded by `capacity` and a per-principal share
@@ -107,10 +107,7 @@ class SqliteStore:
         self._busy_timeout = busy_timeout
         self._lock_deadline = lock_deadline
         self._sleep = sleep
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._connections: list[tuple[int, sqlite3.Connection]] = []
-        self._closed = False
+        super().__init__()
         try:
             self._epoch = self._run(self._create_schema, write=True)
             stat = os.stat(self.path)
@@ -122,14 +119,7 @@ class SqliteStore:
 
     # -- connections and the retry loop ------------------------------------------------------
 
-    def _connection(self) -> sqlite3.Connection:
-        if self._closed:
-            raise ValueError(f"SqliteStore({self.path!r}) is closed")
-        pid = os.getpid()
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        # A connection inherited through fork() is never used: SQLite forbids it.
-        if conn is not None and self._local.pid == pid:
-            return conn
+    def _open(self) -> sqlite3.Connection:
         conn = sqlite3.connect(
             self.path,
             timeout=self._busy_timeout,
@@ -147,9 +137,6 @@ class SqliteStore:
         except BaseException:
             conn.close()
             raise
-        self._local.conn, self._local.pid = conn, pid
-        with self._lock:
-            self._connections.append((pid, conn))
         return conn
 
     def _run(self, unit: Unit[_T], *, write: bool) -> _T:
@@ -199,22 +186,6 @@ class SqliteStore:
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         epoch: str = conn.execute("SELECT value FROM meta WHERE key = 'epoch'").fetchone()[0]
         return True, epoch
-
-    def close(self) -> None:
-        """Close this process's connections (those inherited through fork stay untouched)."""
-        pid = os.getpid()
-        with self._lock:
-            self._closed = True
-            mine = [conn for owner, conn in self._connections if owner == pid]
-            self._connections = [(o, c) for o, c in self._connections if o != pid]
-        for conn in mine:
-            conn.close()
-
-    def __enter__(self) -> SqliteStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r})"
