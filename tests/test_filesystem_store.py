@@ -38,6 +38,13 @@ from labkit.wire import META_CAPABILITIES, META_VERSION, PROTOCOL_VERSION
 EXPIRES = 4_000_000_000.0
 
 
+def confirm(note_id: str, nonce: str = "n1") -> Confirmation:
+    """A confirmation by alice that passes any re-check (the store's own checks still run)."""
+    return Confirmation(
+        principal="alice", nonce=nonce, expires_at=EXPIRES, note_id=note_id, recheck=lambda _: True
+    )
+
+
 def scope(path: Path) -> ScopePath:
     return tuple(p for p in str(path).split("/") if p)
 
@@ -265,13 +272,7 @@ def test_claim_and_delete_deletes_once(store: FilesystemNoteStore, ws: Path) -> 
     again = commit_deletion(
         store,
         replay,
-        Confirmation(
-            principal="alice",
-            nonce="n1",
-            expires_at=EXPIRES,
-            note_id=note.id,
-            recheck=lambda live: True,
-        ),
+        confirm(note.id, "n1"),
     )
     assert again == (Deletion.USED, None)
 
@@ -300,13 +301,7 @@ def test_a_full_replay_store_deletes_nothing(store: FilesystemNoteStore, ws: Pat
     note = by_name(store, ws, "tps-report-2023.md")
     outcome = store.claim_and_delete(
         replay,
-        Confirmation(
-            principal="alice",
-            nonce="n1",
-            expires_at=EXPIRES,
-            note_id=note.id,
-            recheck=lambda live: True,
-        ),
+        confirm(note.id, "n1"),
     )
     assert outcome == (Deletion.FULL, None)
     assert (ws / "tps-report-2023.md").exists()
@@ -328,13 +323,7 @@ def test_a_change_between_journal_and_unlink_is_stale(ws: Path) -> None:
         note = by_name(s, ws, "tps-report-2023.md")
         outcome = s.claim_and_delete(
             replay,
-            Confirmation(
-                principal="alice",
-                nonce="n1",
-                expires_at=EXPIRES,
-                note_id=note.id,
-                recheck=lambda live: True,
-            ),
+            confirm(note.id, "n1"),
         )
         assert outcome == (Deletion.STALE, note)
         assert s.pending_intents() == []
@@ -350,26 +339,14 @@ def test_the_journal_refuses_a_nonce_the_replay_store_forgot(
     assert (
         store.claim_and_delete(
             MemoryReplayStore(),
-            Confirmation(
-                principal="alice",
-                nonce="n1",
-                expires_at=EXPIRES,
-                note_id=first.id,
-                recheck=lambda live: True,
-            ),
+            confirm(first.id, "n1"),
         )[0]
         is Deletion.DELETED
     )
     second = by_name(store, ws, "shopping-list.md")
     outcome = store.claim_and_delete(
         MemoryReplayStore(),  # a restarted in-memory replay store remembers nothing
-        Confirmation(
-            principal="alice",
-            nonce="n1",
-            expires_at=EXPIRES,
-            note_id=second.id,
-            recheck=lambda live: True,
-        ),
+        confirm(second.id, "n1"),
     )
     assert outcome == (Deletion.USED, None)
     assert (ws / "shopping-list.md").exists()
@@ -396,13 +373,7 @@ def crash_once(ws: Path, at: str, name: str) -> Note:
         with pytest.raises(Crash):
             s.claim_and_delete(
                 MemoryReplayStore(),
-                Confirmation(
-                    principal="alice",
-                    nonce="n1",
-                    expires_at=EXPIRES,
-                    note_id=note.id,
-                    recheck=lambda live: True,
-                ),
+                confirm(note.id, "n1"),
             )
     return note
 
