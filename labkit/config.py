@@ -23,11 +23,13 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from labkit.auth import TokenAuthenticator
 from labkit.clock import Clock, system_clock
+from labkit.consent import ConsentService
 from labkit.deployment import create_server
 from labkit.scope import AllowlistAuthorizer, ScopeError, parse_file_uri
 from labkit.server import Server
 from labkit.state import MIN_KEY_BYTES, KeyRing
 from labkit.stores import NoteStore, ReplayStore
+from labkit.stores.consent import ConsentStore, MemoryConsentStore, SqliteConsentStore
 from labkit.stores.open import open_stores
 
 log = logging.getLogger("labkit.config")
@@ -79,6 +81,9 @@ class StoreSettings(_Section):
     schema_: str = Field("labkit", alias="schema", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
     # The filesystem store's symlink policy (docs/symlink-policy.md).
     symlinks: Literal["refuse", "within_root"] = "refuse"
+    # The URL-mode consent record (notes_export): "memory", or "sqlite:///abs/path.db" so
+    # consent survives a restart.
+    consent: str = Field("memory", pattern=r"^(memory|sqlite:///.+)$")
 
 
 class HttpSettings(_Section):
@@ -128,6 +133,19 @@ class Config:
                 "principals", "no principal has a token_sha256; nobody could use the HTTP server"
             )
         return TokenAuthenticator(hashes)
+
+    def has_tokens(self) -> bool:
+        return any(p.token_sha256 for p in self.settings.principals)
+
+    def consent_service(self, *, clock: Clock = system_clock) -> ConsentService:
+        """The consent service of `notes_export`, on the configured consent store."""
+        spec = self.settings.stores.consent
+        store: ConsentStore = (
+            MemoryConsentStore()
+            if spec == "memory"
+            else SqliteConsentStore(spec.removeprefix("sqlite://"))
+        )
+        return ConsentService(store, KeyRing.from_files(self.key_files), clock=clock)
 
     def authorizer(self) -> AllowlistAuthorizer:
         return AllowlistAuthorizer({p.name: p.workspaces for p in self.settings.principals})
@@ -191,13 +209,16 @@ class Config:
         paths: list[Path] = []
         if notes.startswith("filesystem"):
             paths += [Path("/" + "/".join(parse_file_uri(w))) for w in self.workspaces()]
-        for spec in (notes, replay):
+        for spec in (notes, replay, self.settings.stores.consent):
             scheme, sep, rest = spec.partition("://")
             if sep and scheme in ("sqlite", "filesystem") and rest.startswith("/"):
                 paths.append(Path(rest).parent)
         return tuple(dict.fromkeys(paths))
 
-    def build_server(self, *, clock: Clock = system_clock) -> Server:
+    def build_server(
+        self, *, clock: Clock = system_clock, consent: ConsentService | None = None
+    ) -> Server:
+        """The configured server; with `consent`, `notes_export` too."""
         notes, replay = self.open_stores(clock=clock)
         server = self.settings.server
         return create_server(
@@ -208,6 +229,7 @@ class Config:
             clock=clock,
             audience=server.audience,
             state_ttl_seconds=server.state_ttl_seconds,
+            consent=consent,
         )
 
 

@@ -2,20 +2,24 @@
 
 Owns: `create_server` (production defaults for everything but the secret key ring) and
 `demo_deployment` (principals alice and mallory, the TPS reports, an ephemeral key).
+`notes_export` is registered when a consent service is given (its page must be served).
 """
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from labkit.clock import Clock, system_clock
+from labkit.consent import ConsentService
 from labkit.notes_delete import MAX_CANDIDATES, NotesDelete
+from labkit.notes_export import MemoryReportService, NotesExport, ReportService
 from labkit.scope import AllowlistAuthorizer, Authorizer
-from labkit.server import Server
+from labkit.server import Server, Tool
 from labkit.state import DEFAULT_TTL_SECONDS, KeyRing, StateSigner
 from labkit.stores import NoteStore, ReplayStore
+from labkit.stores.consent import MemoryConsentStore
 from labkit.stores.memory import MemoryNoteStore, MemoryReplayStore
 
 DEMO_ALLOWLIST = {
@@ -42,18 +46,39 @@ def create_server(
     audience: str = "labkit",
     state_ttl_seconds: float = DEFAULT_TTL_SECONDS,
     max_candidates: int = MAX_CANDIDATES,
+    consent: ConsentService | None = None,
+    reports: ReportService | None = None,
 ) -> Server:
     """A labkit server. The key ring has no default: a signing secret is never a constant.
-    Without an authorizer nobody may use any workspace (deny by default)."""
-    tool = NotesDelete(
-        notes=notes if notes is not None else MemoryNoteStore(),
-        replay=replay if replay is not None else MemoryReplayStore(clock=clock),
-        authorizer=authorizer if authorizer is not None else AllowlistAuthorizer({}),
-        signer=StateSigner(keys, audience=audience, clock=clock, ttl_seconds=state_ttl_seconds),
-        nonce_source=nonce_source,
-        max_candidates=max_candidates,
-    )
-    return Server([tool])
+    Without an authorizer nobody may use any workspace (deny by default). With `consent`,
+    `notes_export` is offered too (publishing to `reports`, a memory stand-in by default)."""
+    notes = notes if notes is not None else MemoryNoteStore()
+    replay = replay if replay is not None else MemoryReplayStore(clock=clock)
+    authorizer = authorizer if authorizer is not None else AllowlistAuthorizer({})
+    signer = StateSigner(keys, audience=audience, clock=clock, ttl_seconds=state_ttl_seconds)
+    tools: list[Tool] = [
+        NotesDelete(
+            notes=notes,
+            replay=replay,
+            authorizer=authorizer,
+            signer=signer,
+            nonce_source=nonce_source,
+            max_candidates=max_candidates,
+        )
+    ]
+    if consent is not None:
+        tools.append(
+            NotesExport(
+                notes=notes,
+                replay=replay,
+                authorizer=authorizer,
+                signer=signer,
+                consent=consent,
+                reports=reports if reports is not None else MemoryReportService(),
+                nonce_source=nonce_source,
+            )
+        )
+    return Server(tools)
 
 
 @dataclass
@@ -63,6 +88,8 @@ class Deployment:
     replay: MemoryReplayStore
     authorizer: AllowlistAuthorizer
     keys: KeyRing
+    consent: ConsentService | None = None
+    reports: MemoryReportService = field(default_factory=MemoryReportService)
 
 
 def demo_notes() -> MemoryNoteStore:
@@ -84,7 +111,16 @@ def demo_deployment(
     notes = notes if notes is not None else demo_notes()
     replay = replay if replay is not None else MemoryReplayStore(clock=clock)
     authorizer = AllowlistAuthorizer(DEMO_ALLOWLIST)
+    # The consent page's address is known once its listener is bound (`consent.base_url`).
+    consent = ConsentService(MemoryConsentStore(), keys, clock=clock)
+    reports = MemoryReportService()
     server = create_server(
-        keys=keys, notes=notes, replay=replay, authorizer=authorizer, clock=clock
+        keys=keys,
+        notes=notes,
+        replay=replay,
+        authorizer=authorizer,
+        clock=clock,
+        consent=consent,
+        reports=reports,
     )
-    return Deployment(server, notes, replay, authorizer, keys)
+    return Deployment(server, notes, replay, authorizer, keys, consent, reports)

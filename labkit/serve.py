@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Final
 if TYPE_CHECKING:
     from labkit.auth import Authenticator
     from labkit.config import SandboxMode
+    from labkit.consent import ConsentService
     from labkit.server import Server
 
 log = logging.getLogger("labkit.serve")
@@ -123,6 +124,9 @@ class Plan:
     max_body_bytes: int = 1024 * 1024
     timeout_seconds: float = 30.0
     blocking_methods: frozenset[str] = field(default_factory=lambda: frozenset({"tools/call"}))
+    # URL-mode consent (notes_export): the service, and who may sign in on its page.
+    consent: ConsentService | None = None
+    consent_authenticator: Authenticator | None = None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -173,10 +177,14 @@ def _demo_plan(transport: str) -> Plan:
         "mallory, a random signing key); nothing persists"
     )
     deployment = demo_deployment()
+    # Over stdio too: the consent page's sign-in is alice's demo token.
+    authenticator = demo_authenticator()
     return Plan(
         server=deployment.server,
         stdio_principal="alice",
-        authenticator=demo_authenticator() if transport == "http" else None,
+        authenticator=authenticator if transport == "http" else None,
+        consent=deployment.consent,
+        consent_authenticator=authenticator,
         # Nothing on disk to reach: the demo can be confined to reading its own installation.
         sandbox_mode="best_effort",
         # Everything lives in memory: answering inline is cheaper than a thread hop.
@@ -189,8 +197,11 @@ def _config_plan(path: Path, transport: str) -> tuple[Plan, str, int]:
 
     config = load_config(path)
     settings = config.settings
+    # notes_export needs its consent page, and the page needs principals who can sign in.
+    consent_authenticator = config.authenticator() if config.has_tokens() else None
+    consent = config.consent_service() if consent_authenticator is not None else None
     plan = Plan(
-        server=config.build_server(),
+        server=config.build_server(consent=consent),
         stdio_principal=config.stdio_principal() if transport == "stdio" else None,
         authenticator=config.authenticator() if transport == "http" else None,
         sandbox_mode=settings.server.sandbox,
@@ -199,6 +210,8 @@ def _config_plan(path: Path, transport: str) -> tuple[Plan, str, int]:
         allowed_origins=tuple(settings.http.allowed_origins),
         max_body_bytes=settings.http.max_body_bytes,
         timeout_seconds=settings.http.timeout_seconds,
+        consent=consent,
+        consent_authenticator=consent_authenticator,
     )
     if settings.stores.notes == "memory" and settings.stores.replay == "memory":
         plan.blocking_methods = frozenset()
@@ -258,6 +271,15 @@ def _confine(plan: Plan) -> None:
 def _serve_stdio(plan: Plan, principal: str) -> int:
     from labkit.transports.stdio import StdioTransport
 
+    # stdio has no HTTP listener of its own: URL-mode consent gets a loopback one. The socket
+    # is bound before the sandbox; its thread starts after (Landlock covers later threads).
+    consent_sock = None
+    if plan.consent is not None and plan.consent_authenticator is not None:
+        try:
+            consent_sock = _bind(DEFAULT_HOST, 0)
+        except OSError as exc:
+            print(f"labkit serve: cannot listen for the consent page: {exc}", file=sys.stderr)
+            return EXIT_ENVIRONMENT
     try:
         _confine(plan)
     except _Refused as exc:
@@ -270,11 +292,43 @@ def _serve_stdio(plan: Plan, principal: str) -> int:
     # A stray print() anywhere would corrupt the protocol stream: send it to stderr instead.
     sys.stdout = sys.stderr
     try:
-        with _signals(transport.stop):
+        with _consent_listener(plan, consent_sock), _signals(transport.stop):
             transport.serve(stdin, stdout)
     finally:
         sys.stdout = real_stdout
     return EXIT_OK
+
+
+@contextmanager
+def _consent_listener(plan: Plan, sock: socket.socket | None) -> Iterator[None]:
+    """Serve the consent page on `sock` in a thread for the duration (stdio only)."""
+    if sock is None or plan.consent is None or plan.consent_authenticator is None:
+        yield
+        return
+    import threading
+
+    import uvicorn
+
+    from labkit.transports.consent_page import ConsentPage, create_consent_app
+
+    app = create_consent_app(ConsentPage(plan.consent, plan.consent_authenticator))
+    config = uvicorn.Config(
+        app, log_config=None, access_log=False, server_header=False, lifespan="off"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name="consent-page", daemon=True
+    )
+    port = sock.getsockname()[1]
+    plan.consent.base_url = f"http://{DEFAULT_HOST}:{port}"
+    thread.start()
+    log.info("serving the consent page at http://%s:%d%s", DEFAULT_HOST, port, "/connect/")
+    try:
+        yield
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -296,12 +350,18 @@ def _bind(host: str, port: int) -> socket.socket:
 def _serve_http(plan: Plan) -> int:
     import uvicorn
 
+    from labkit.transports.consent_page import ConsentPage
     from labkit.transports.http import create_app
 
     assert plan.authenticator is not None
     allowed_hosts = list(plan.allowed_hosts)
     if not _is_loopback(plan.host) and plan.host not in ("0.0.0.0", "::"):
         allowed_hosts.append(plan.host)  # the address itself, as a client would type it
+    consent_page = None
+    if plan.consent is not None and plan.consent_authenticator is not None:
+        consent_page = ConsentPage(
+            plan.consent, plan.consent_authenticator, allowed_hosts=allowed_hosts
+        )
     app = create_app(
         plan.server,
         plan.authenticator,
@@ -310,6 +370,7 @@ def _serve_http(plan: Plan) -> int:
         max_body_bytes=plan.max_body_bytes,
         timeout_seconds=plan.timeout_seconds,
         blocking_methods=plan.blocking_methods,
+        consent_page=consent_page,
     )
     try:
         sock = _bind(plan.host, plan.port)
@@ -329,6 +390,10 @@ def _serve_http(plan: Plan) -> int:
         shown = f"[{plan.host.strip('[]')}]" if ":" in plan.host else plan.host
         if not _is_loopback(plan.host):
             log.warning("listening on %s: reachable from the network", plan.host)
+        if plan.consent is not None:
+            # The consent page lives on this very server and port, beside /mcp.
+            link_host = DEFAULT_HOST if plan.host in ("0.0.0.0", "::") else shown
+            plan.consent.base_url = f"http://{link_host}:{bound_port}"
         config = uvicorn.Config(
             app,
             log_config=None,

@@ -187,7 +187,8 @@ def test_serve_stdio_demo_full_session_then_clean_exit_on_eof() -> None:
         discover = roundtrip(proc, request(1, "server/discover"))
         assert discover["result"]["supportedVersions"] == ["2026-07-28"]
         tools = roundtrip(proc, request(2, "tools/list"))
-        assert [t["name"] for t in tools["result"]["tools"]] == ["notes_delete"]
+        # The demo also offers notes_export (URL mode, tests/test_notes_export.py).
+        assert [t["name"] for t in tools["result"]["tools"]] == ["notes_delete", "notes_export"]
         assert proc.stdin is not None
         proc.stdin.write(b"this is not json\n")
         proc.stdin.write(line({"jsonrpc": "2.0", "method": "notifications/cancelled"}))

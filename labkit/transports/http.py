@@ -28,6 +28,7 @@ from starlette.types import Receive, Scope, Send
 from labkit.auth import Authenticator
 from labkit.errors import SERVER_BUSY, ProtocolError, http_status
 from labkit.server import RequestContext, Server
+from labkit.transports.consent_page import ConsentPage
 from labkit.transports.envelope import header_mismatch, notification_error
 from labkit.wire import decode, encode, error_response, is_request_id, parse_error_response
 
@@ -258,6 +259,7 @@ def create_app(
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
     blocking_methods: Collection[str] = DEFAULT_BLOCKING_METHODS,
     path: str = DEFAULT_PATH,
+    consent_page: ConsentPage | None = None,
 ) -> Starlette:
     """A Starlette app serving MCP at `path` (POST only).
 
@@ -265,7 +267,8 @@ def create_app(
     arrived on) are always allowed; `allowed_hosts` (exact `host:port`, or a bare host for any
     port) and `allowed_origins` (exact `scheme://host:port`) add more for deployments behind
     a name. `blocking_methods` run in a worker thread bounded by `timeout_seconds`; pass an
-    empty set when every store is in memory.
+    empty set when every store is in memory. `consent_page` serves URL-mode consent on the
+    same server and port.
     """
     endpoint = McpEndpoint(
         server,
@@ -276,4 +279,7 @@ def create_app(
         timeout_seconds=timeout_seconds,
         blocking_methods=blocking_methods,
     )
-    return Starlette(routes=[Route(path, endpoint)])
+    routes = [Route(path, endpoint)]
+    if consent_page is not None:
+        routes += consent_page.routes()
+    return Starlette(routes=routes)

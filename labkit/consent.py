@@ -1,0 +1,176 @@
+"""URL-mode elicitation: the capability gate, the `url` entry, and the consent service behind
+the out-of-band page.
+
+Owns: `has_url_elicitation` and `url_elicitation` (the two small pure functions a tool needs to
+ask through URL mode), and `ConsentService`: minting one-time links bound to a principal and a
+pending request, the anti-forgery token of the consent page, and granting (the credential is
+generated here and stored server-side; it never travels in an MCP message, a form, a URL or a
+log line). Pure: the store, the clock, the key ring and the id sources are injected. Must not
+import a transport, starlette or a tool.
+
+Why URL mode (LESSON.md section 7): the report service's grant is a third-party credential;
+form mode would route it through the MCP client and possibly the model's context.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import secrets
+from collections.abc import Callable
+from typing import Any, Final
+
+from labkit.clock import Clock, system_clock
+from labkit.errors import MISSING_CAPABILITY, ProtocolError
+from labkit.state import KeyRing
+from labkit.stores.consent import ConsentLink, ConsentStore, Grant, decide_grant
+
+log = logging.getLogger("labkit.consent")
+
+REPORT_SERVICE: Final = "report-service"
+CONNECT_PATH: Final = f"/connect/{REPORT_SERVICE}/"
+# Shorter than a requestState (300 s), so an expired link is replaced while the state lives.
+DEFAULT_LINK_TTL_SECONDS: Final = 240.0
+DEFAULT_CREDENTIAL_TTL_SECONDS: Final = 30 * 86_400.0
+
+
+def has_url_elicitation(capabilities: dict[str, Any]) -> bool:
+    """Only an explicit `url` key means URL mode: `elicitation: {}` means form only
+    (LESSON.md section 5)."""
+    elicitation = capabilities.get("elicitation")
+    return isinstance(elicitation, dict) and "url" in elicitation
+
+
+def require_url_elicitation(capabilities: dict[str, Any]) -> None:
+    """-32021 with the exact requirement when *this* request did not declare `elicitation.url`
+    (an earlier request's declaration never counts)."""
+    if not has_url_elicitation(capabilities):
+        raise ProtocolError(
+            MISSING_CAPABILITY,
+            "This tool needs URL-mode elicitation to connect the report service",
+            {"requiredCapabilities": {"elicitation": {"url": {}}}},
+        )
+
+
+def url_elicitation(capabilities: dict[str, Any], message: str, url: str) -> dict[str, Any]:
+    """The `inputRequests` entry asking the user to open `url`, at 2026-07-28: no
+    `elicitationId` (the client learns the outcome by retrying). Gated on this request's
+    capabilities."""
+    require_url_elicitation(capabilities)
+    return {
+        "method": "elicitation/create",
+        "params": {"mode": "url", "message": message, "url": url},
+    }
+
+
+def _new_id() -> str:
+    return secrets.token_urlsafe(24)  # 192 bits: the link is unguessable
+
+
+def _new_credential() -> str:
+    return secrets.token_urlsafe(32)
+
+
+class ConsentService:
+    """One-time consent links and the credentials they grant, for one report service.
+
+    `base_url` (`http://127.0.0.1:PORT`) is set once the page's listener is bound; until then
+    no link can be offered.
+    """
+
+    def __init__(
+        self,
+        store: ConsentStore,
+        keys: KeyRing,
+        *,
+        clock: Clock = system_clock,
+        id_source: Callable[[], str] = _new_id,
+        credential_source: Callable[[], str] = _new_credential,
+        link_ttl_seconds: float = DEFAULT_LINK_TTL_SECONDS,
+        credential_ttl_seconds: float = DEFAULT_CREDENTIAL_TTL_SECONDS,
+        base_url: str | None = None,
+        service: str = REPORT_SERVICE,
+    ) -> None:
+        if not link_ttl_seconds > 0 or not credential_ttl_seconds > 0:
+            raise ValueError("consent lifetimes must be positive")
+        self.store = store
+        self.keys = keys
+        self.clock = clock
+        self.id_source = id_source
+        self.credential_source = credential_source
+        self.link_ttl_seconds = link_ttl_seconds
+        self.credential_ttl_seconds = credential_ttl_seconds
+        self.base_url = base_url
+        self.service = service
+
+    # -- the MCP side ------------------------------------------------------------------------
+
+    def issue(
+        self, principal: str, request_digest: str, tool: str, workspace_uri: str
+    ) -> ConsentLink:
+        now = self.clock()
+        link = ConsentLink(
+            id=self.id_source(),
+            principal=principal,
+            request_digest=request_digest,
+            tool=tool,
+            workspace_uri=workspace_uri,
+            service=self.service,
+            created_at=now,
+            expires_at=now + self.link_ttl_seconds,
+        )
+        self.store.add_link(link)
+        return link
+
+    def url(self, link: ConsentLink) -> str | None:
+        return None if self.base_url is None else f"{self.base_url}{CONNECT_PATH}{link.id}"
+
+    def pending(self, link_id: str, principal: str, request_digest: str) -> ConsentLink | None:
+        """The link if `principal` could still use it for this very request."""
+        link = self.store.link(link_id)
+        if decide_grant(link, principal, self.clock()) is not Grant.GRANTED:
+            return None
+        assert link is not None
+        return link if link.request_digest == request_digest else None
+
+    def credential(self, principal: str) -> str | None:
+        return self.store.credential(principal, self.clock())
+
+    def revoke(self, link_id: str) -> None:
+        self.store.revoke_link(link_id)
+
+    # -- the page side -----------------------------------------------------------------------
+
+    def check(self, link_id: str, principal: str) -> tuple[Grant, ConsentLink | None]:
+        """Whether the page may be shown to `principal` (nothing is consumed)."""
+        link = self.store.link(link_id)
+        return decide_grant(link, principal, self.clock()), link
+
+    def form_token(self, link_id: str, principal: str) -> str:
+        """The anti-forgery token the consent page carries: bound to the link and the principal,
+        keyed with the server's sealing key (`<key id>.<mac>`)."""
+        kid, secret = self.keys.sealing
+        return f"{kid}.{_form_mac(secret, link_id, principal)}"
+
+    def form_token_valid(self, token: str, link_id: str, principal: str) -> bool:
+        kid, _, mac = token.partition(".")
+        secret = self.keys.get(kid)
+        if secret is None:
+            return False
+        return hmac.compare_digest(mac.encode(), _form_mac(secret, link_id, principal).encode())
+
+    def grant(self, link_id: str, principal: str) -> Grant:
+        """Use the link: mint the credential and store it for `principal`, exactly once."""
+        now = self.clock()
+        outcome = self.store.grant(
+            link_id, principal, self.credential_source(), now, now + self.credential_ttl_seconds
+        )
+        # The outcome and who, never the credential or the link id (a bearer of consent).
+        log.info("consent for %s by %r: %s", self.service, principal, outcome.value)
+        return outcome
+
+
+def _form_mac(secret: bytes, link_id: str, principal: str) -> str:
+    message = b"labkit consent form\x00" + link_id.encode() + b"\x00" + principal.encode()
+    return hmac.new(secret, message, hashlib.sha256).hexdigest()
