@@ -285,7 +285,7 @@ def _serve_stdio(plan: Plan, principal: str) -> int:
     except _Refused as exc:
         print(f"labkit serve: {exc}", file=sys.stderr)
         return EXIT_ENVIRONMENT
-    transport = StdioTransport(plan.server, principal)
+    transport = StdioTransport(plan.server, principal, legacy=True)
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     log.info("serving MCP over stdio as principal %r", principal)
     real_stdout = sys.stdout
@@ -352,6 +352,7 @@ def _serve_http(plan: Plan) -> int:
 
     from labkit.transports.consent_page import ConsentPage
     from labkit.transports.http import create_app
+    from labkit.transports.legacy_http import LegacyHttp
 
     assert plan.authenticator is not None
     allowed_hosts = list(plan.allowed_hosts)
@@ -371,6 +372,8 @@ def _serve_http(plan: Plan) -> int:
         timeout_seconds=plan.timeout_seconds,
         blocking_methods=plan.blocking_methods,
         consent_page=consent_page,
+        # 2025-11-25 clients on the same endpoint (sessions live in this process).
+        legacy=LegacyHttp(plan.server, blocking="tools/call" in plan.blocking_methods),
     )
     try:
         sock = _bind(plan.host, plan.port)

@@ -8,6 +8,11 @@ are never read, minted or echoed; every response is `application/json` (PROTOCOL
 
 The endpoint is a plain ASGI callable mounted in a Starlette app: the per-request work is a
 few header lookups and one core call, so no request object or middleware stack is built.
+
+With `legacy` (a `LegacyHttp`), 2025-11-25 clients are served on the same endpoint: a request
+whose `MCP-Protocol-Version` is not 2026-07-28 and that is an `initialize` or carries an
+`Mcp-Session-Id` goes to `labkit.transports.legacy_http`, and DELETE with a session id ends
+that session; everything else takes the stateless path above, unchanged.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from labkit.errors import SERVER_BUSY, ProtocolError, http_status
 from labkit.server import RequestContext, Server
 from labkit.transports.consent_page import ConsentPage
 from labkit.transports.envelope import header_mismatch, notification_error
+from labkit.transports.legacy_http import SESSION_HEADER, LegacyHttp, Streamed
 from labkit.wire import decode, encode, error_response, is_request_id, parse_error_response
 
 log = logging.getLogger("labkit.transports.http")
@@ -70,6 +76,7 @@ class McpEndpoint:
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         blocking_methods: Collection[str] = DEFAULT_BLOCKING_METHODS,
+        legacy: LegacyHttp | None = None,
     ) -> None:
         if max_body_bytes < 1 or not (timeout_seconds > 0 and math.isfinite(timeout_seconds)):
             raise ValueError("max_body_bytes and timeout_seconds must be positive")
@@ -80,14 +87,19 @@ class McpEndpoint:
         self.max_body_bytes = max_body_bytes
         self.timeout_seconds = timeout_seconds
         self.blocking_methods = frozenset(blocking_methods)
+        self.legacy = legacy
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
         try:
-            status, body = await self._answer(scope, receive, headers)
+            answer = await self._answer(scope, receive, headers)
         except _Reject as reject:
             await _send(send, reject.status, reject.text.encode(), reject.headers, "text/plain")
             return
+        if callable(answer):  # a legacy session's response writes itself (JSON or a stream)
+            await answer(send)
+            return
+        status, body = answer
         if body is None:
             await _send(send, status, b"", [], None)
         else:
@@ -95,9 +107,14 @@ class McpEndpoint:
 
     async def _answer(
         self, scope: Scope, receive: Receive, headers: list[tuple[str, str]]
-    ) -> tuple[int, bytes | None]:
+    ) -> tuple[int, bytes | None] | Streamed:
         fields = dict(headers)  # lower-case names; routing-header duplicates are checked later
         self._check_host_and_origin(scope, fields)
+        if scope["method"] == "DELETE" and self.legacy is not None and SESSION_HEADER in fields:
+            principal = self.authenticator.authenticate(fields.get("authorization"))
+            if principal is None:
+                raise _Reject(401, "Unauthorized", [_CHALLENGE])
+            return self.legacy.end(fields[SESSION_HEADER], principal)
         if scope["method"] != "POST":
             raise _Reject(405, "Method Not Allowed: this endpoint takes POST only", [_ALLOW])
         principal = self.authenticator.authenticate(fields.get("authorization"))
@@ -111,6 +128,10 @@ class McpEndpoint:
             message = decode(raw)
         except ProtocolError:
             return 400, encode(parse_error_response())
+        if self.legacy is not None:
+            routed = self.legacy.route(fields, message, principal)
+            if routed is not None:
+                return routed
         if isinstance(message, dict) and "id" not in message:
             error = notification_error(message)
             if error is not None:
@@ -260,6 +281,7 @@ def create_app(
     blocking_methods: Collection[str] = DEFAULT_BLOCKING_METHODS,
     path: str = DEFAULT_PATH,
     consent_page: ConsentPage | None = None,
+    legacy: LegacyHttp | None = None,
 ) -> Starlette:
     """A Starlette app serving MCP at `path` (POST only).
 
@@ -268,7 +290,7 @@ def create_app(
     port) and `allowed_origins` (exact `scheme://host:port`) add more for deployments behind
     a name. `blocking_methods` run in a worker thread bounded by `timeout_seconds`; pass an
     empty set when every store is in memory. `consent_page` serves URL-mode consent on the
-    same server and port.
+    same server and port. `legacy` serves 2025-11-25 sessions on the same endpoint.
     """
     endpoint = McpEndpoint(
         server,
@@ -278,6 +300,7 @@ def create_app(
         max_body_bytes=max_body_bytes,
         timeout_seconds=timeout_seconds,
         blocking_methods=blocking_methods,
+        legacy=legacy,
     )
     routes = [Route(path, endpoint)]
     if consent_page is not None:

@@ -4,17 +4,27 @@ Owns: line framing, the line size limit, `-32700` with `id: null` for a line tha
 silence for notifications, and stopping cleanly on EOF or on request (a signal). Reads one line,
 calls `Server.handle`, writes one line: requests are answered in order, one at a time. Logs go
 to the logging system (stderr); the output stream carries protocol messages only.
+
+With `legacy=True`, an `initialize` makes the connection a 2025-11-25 session (the connection
+is the session): later requests without 2026-07-28 `_meta` go through `labkit.legacy`, and a
+`tools/call` that needs input writes live server-to-client requests and reads the client's
+answers before its result. A request carrying 2026-07-28 `_meta` is always served statelessly.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from typing import BinaryIO, Final
+import time
+from collections.abc import Callable
+from typing import Any, BinaryIO, Final
 
+from labkit import legacy as legacy_adapter
 from labkit.errors import INVALID_REQUEST, ProtocolError
+from labkit.legacy import LegacyCall, LegacySession, Step, is_response
 from labkit.server import RequestContext, Server
 from labkit.transports.envelope import notification_error
-from labkit.wire import decode, encode, error_response, parse_error_response
+from labkit.wire import META_VERSION, decode, encode, error_response, parse_error_response
 
 log = logging.getLogger("labkit.transports.stdio")
 
@@ -29,13 +39,22 @@ class StdioTransport:
     """Serves one principal (the one configured for stdio) over a pair of byte streams."""
 
     def __init__(
-        self, server: Server, principal: str, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+        self,
+        server: Server,
+        principal: str,
+        *,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        legacy: bool = False,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if max_line_bytes < 1:
             raise ValueError("max_line_bytes must be positive")
         self.server = server
         self.context = RequestContext(principal=principal, transport="stdio")
         self.max_line_bytes = max_line_bytes
+        self.legacy = legacy
+        self.session: LegacySession | None = None
+        self._sleep = sleep
         self._reading = False
         self._stop = False
 
@@ -58,12 +77,63 @@ class StdioTransport:
                 if line is None:
                     log.info("stop requested" if self._stop else "stdin closed; stopping")
                     return
-                response = self.answer(line)
-                if response is not None and not _write(stdout, response):
+                if not self._process(line, stdin, stdout):
                     log.info("stdout closed; stopping")
                     return
         except _Stopped:
             log.info("stop requested; stopping")
+
+    def _process(self, line: bytes, stdin: BinaryIO, stdout: BinaryIO) -> bool:
+        """Answer one line; False when the output (or, mid-call, the input) is gone."""
+        call = self._legacy_call(line)
+        if call is not None:
+            return self._drive(call, stdin, stdout)
+        response = self.answer(line)
+        return response is None or _write(stdout, response)
+
+    def _legacy_call(self, line: bytes) -> LegacyCall | None:
+        """A legacy `tools/call` needs the streams (it talks to the client before its result)."""
+        if self.session is None or len(line) > self.max_line_bytes:
+            return None
+        try:
+            message = decode(line)
+        except ProtocolError:
+            return None
+        if (
+            _legacy_era(message, self.session)
+            and message.get("method") == "tools/call"
+            and "id" in message
+        ):
+            return self.session.call(message)
+        return None
+
+    def _drive(self, call: LegacyCall, stdin: BinaryIO, stdout: BinaryIO) -> bool:
+        step = call.start()
+        while True:
+            for message in step.send:
+                if not _write(stdout, encode(message) + b"\n"):
+                    return False
+            if step.result is not None:
+                return _write(stdout, encode(step.result) + b"\n")
+            if self._stop:
+                return False
+            if step.wait is not None:
+                self._sleep(step.wait)
+                step = call.poll()
+                continue
+            line = self._read_line(stdin)
+            if line is None:
+                return False
+            answer: Any = None
+            with contextlib.suppress(ProtocolError):
+                answer = decode(line) if len(line) <= self.max_line_bytes else None
+            if is_response(answer) and call.owns(answer["id"]):
+                step = call.receive(answer)
+                continue
+            # Anything else meanwhile (a ping, another request) is answered in turn.
+            if not self._process(line, stdin, stdout):
+                return False
+            step = Step([])
 
     def answer(self, line: bytes) -> bytes | None:
         """The output line (with its newline) for one input line, or None for no output."""
@@ -79,11 +149,27 @@ class StdioTransport:
             message = decode(line)
         except ProtocolError:
             return encode(parse_error_response()) + b"\n"
+        if self.legacy and _legacy_era(message, self.session):
+            response = self._answer_legacy(message)
+            return None if response is None else encode(response) + b"\n"
         if isinstance(message, dict) and "id" not in message:
             invalid = notification_error(message)
             return None if invalid is None else encode(error_response(None, invalid)) + b"\n"
         response = self.server.handle(message, self.context)
         return None if response is None else encode(response) + b"\n"
+
+    def _answer_legacy(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        if is_response(message):
+            log.debug("an answer for no pending request was dropped")
+            return None
+        if self.session is None:  # `_legacy_era` let only an initialize through
+            self.session, response = legacy_adapter.initialize(self.server, self.context, message)
+            if self.session is not None:
+                log.info("legacy %s session started on stdio", self.session.version)
+            return response
+        if "id" in message and message.get("method") == "tools/call":
+            return None  # unreachable: `_process` drives calls; kept total for the type
+        return self.session.answer(message)
 
     def _read_line(self, stdin: BinaryIO) -> bytes | None:
         """One line without its newline; an oversize line comes back longer than the limit
@@ -105,6 +191,18 @@ class StdioTransport:
             return line
         finally:
             self._reading = False
+
+
+def _legacy_era(message: Any, session: LegacySession | None) -> bool:
+    """Whether a message belongs to the legacy session: never a request with 2026-07-28
+    `_meta` (served statelessly, as always); otherwise an `initialize`, or anything once the
+    connection is a session."""
+    if not isinstance(message, dict) or not isinstance(message.get("params", {}), dict):
+        return False
+    meta = message.get("params", {}).get("_meta")
+    if isinstance(meta, dict) and META_VERSION in meta:
+        return False
+    return session is not None or message.get("method") == "initialize"
 
 
 def _write(stdout: BinaryIO, data: bytes) -> bool:

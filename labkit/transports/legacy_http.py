@@ -1,0 +1,239 @@
+"""2025-11-25 sessions on the Streamable HTTP endpoint, beside the stateless 2026-07-28 path.
+
+Owns: the per-request era decision (an `MCP-Protocol-Version: 2026-07-28` header is modern and
+never reaches this module; an `initialize` without it starts a session; an `Mcp-Session-Id`
+continues one), the session table (minted on `initialize`, bound to the authenticated
+principal, ended by DELETE, idle sessions dropped; an unknown, ended or foreign session is 404),
+and the SSE response stream of a `tools/call` that needs input: live `elicitation/create` and
+`roots/list` requests, then the result, while the client POSTs its answers (202) on the same
+session. The session logic itself is `labkit.legacy`, which is sans-IO.
+
+Sessions live in this process: a deployment with several instances must route a session's
+requests to the instance that minted it (sticky sessions). Must not import the core's tools.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import anyio
+import anyio.to_thread
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from starlette.types import Send
+
+from labkit import legacy
+from labkit.clock import Clock, system_clock
+from labkit.errors import INVALID_REQUEST, SERVER_BUSY, ProtocolError
+from labkit.legacy import LegacyCall, LegacySession, Step, is_response
+from labkit.server import RequestContext, Server
+from labkit.transports.sse import SSE_HEADERS, event, wants_event_stream
+from labkit.wire import PROTOCOL_VERSION, RequestId, encode, error_response, is_request_id
+
+log = logging.getLogger("labkit.transports.legacy_http")
+
+SESSION_HEADER: Final = "mcp-session-id"
+DEFAULT_MAX_SESSIONS: Final = 1000
+DEFAULT_IDLE_SECONDS: Final = 3600.0
+# How long a call's stream waits for the client to answer one of its requests (a user may be
+# reading a form or a consent page).
+DEFAULT_ANSWER_SECONDS: Final = 600.0
+
+Streamed = Callable[[Send], Awaitable[None]]
+"""A response that writes itself (headers, then one body or a stream of events)."""
+
+
+def _new_session_id() -> str:
+    return secrets.token_urlsafe(24)
+
+
+@dataclass
+class _Held:
+    session: LegacySession
+    principal: str
+    last_seen: float
+    # Requests this session's calls sent, by id: where the client's answer goes.
+    waiting: dict[RequestId, MemoryObjectSendStream[dict[str, Any]]] = field(default_factory=dict)
+
+
+def _respond(
+    status: int, body: Any = None, headers: list[tuple[bytes, bytes]] | None = None
+) -> Streamed:
+    async def respond(send: Send) -> None:
+        payload = b"" if body is None else encode(body)
+        response_headers = [*(headers or []), (b"content-length", str(len(payload)).encode())]
+        if body is not None:
+            response_headers += [
+                (b"content-type", b"application/json"),
+                (b"cache-control", b"no-store"),
+            ]
+        await send({"type": "http.response.start", "status": status, "headers": response_headers})
+        await send({"type": "http.response.body", "body": payload})
+
+    return respond
+
+
+def _refuse(status: int, request_id: Any, message: str, code: int = INVALID_REQUEST) -> Streamed:
+    error = ProtocolError(code, message)
+    return _respond(
+        status, error_response(request_id if is_request_id(request_id) else None, error)
+    )
+
+
+class LegacyHttp:
+    """The legacy half of the endpoint. `route` returns None for anything modern."""
+
+    def __init__(
+        self,
+        server: Server,
+        *,
+        clock: Clock = system_clock,
+        id_source: Callable[[], str] = _new_session_id,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
+        idle_seconds: float = DEFAULT_IDLE_SECONDS,
+        answer_seconds: float = DEFAULT_ANSWER_SECONDS,
+        blocking: bool = True,
+    ) -> None:
+        self.server = server
+        self.clock = clock
+        self.id_source = id_source
+        self.max_sessions = max_sessions
+        self.idle_seconds = idle_seconds
+        self.answer_seconds = answer_seconds
+        self.blocking = blocking
+        self.sessions: dict[str, _Held] = {}
+
+    # -- routing ------------------------------------------------------------------------------
+
+    def route(self, fields: dict[str, str], message: Any, principal: str) -> Streamed | None:
+        version = fields.get("mcp-protocol-version")
+        if version == PROTOCOL_VERSION:
+            return None  # 2026-07-28: stateless, exactly as without this module
+        session_id = fields.get(SESSION_HEADER)
+        request_id = message.get("id") if isinstance(message, dict) else None
+        if session_id is not None:
+            held = self._held(session_id, principal)
+            if held is None:
+                return _refuse(404, request_id, "Session not found")
+            if version is not None and version != held.session.version:
+                return _refuse(400, request_id, "MCP-Protocol-Version is not the session's")
+            held.last_seen = self.clock()
+            return self._in_session(held, message, fields)
+        if isinstance(message, dict) and message.get("method") == "initialize" and "id" in message:
+            return self._initialize(message, principal)
+        return None
+
+    def end(self, session_id: str, principal: str) -> Streamed:
+        """DELETE: the session is over; its id is 404 from now on."""
+        if self._held(session_id, principal) is None:
+            return _respond(404)
+        del self.sessions[session_id]
+        log.info("legacy session of %r ended", principal)
+        return _respond(204)
+
+    def _held(self, session_id: str, principal: str) -> _Held | None:
+        held = self.sessions.get(session_id)
+        # Another principal's session id is answered like an unknown one: nothing is revealed.
+        return held if held is not None and held.principal == principal else None
+
+    def _initialize(self, message: dict[str, Any], principal: str) -> Streamed:
+        now = self.clock()
+        for stale in [k for k, h in self.sessions.items() if now - h.last_seen > self.idle_seconds]:
+            del self.sessions[stale]
+        if len(self.sessions) >= self.max_sessions:
+            log.warning("legacy session table full (%d)", self.max_sessions)
+            return _refuse(503, message.get("id"), "Too many sessions", SERVER_BUSY)
+        session_id = self.id_source()
+        context = RequestContext(principal=principal, transport="http")
+        session, response = legacy.initialize(self.server, context, message, session_id=session_id)
+        if session is None:
+            return _respond(400, response)
+        self.sessions[session_id] = _Held(session, principal, now)
+        log.info("legacy %s session started for %r", session.version, principal)
+        return _respond(200, response, [(SESSION_HEADER.encode(), session_id.encode())])
+
+    # -- inside a session ---------------------------------------------------------------------
+
+    def _in_session(self, held: _Held, message: Any, fields: dict[str, str]) -> Streamed:
+        if not isinstance(message, dict):
+            return _refuse(400, None, "Invalid Request: not a JSON-RPC 2.0 object")
+        if is_response(message):
+            waiting = (
+                held.waiting.pop(message["id"], None) if is_request_id(message["id"]) else None
+            )
+            if waiting is None:
+                log.debug("an answer for no pending request was dropped")
+            else:
+                waiting.send_nowait(message)
+            return _respond(202)
+        if "id" not in message:
+            held.session.answer(message)
+            return _respond(202)
+        if message.get("method") == "tools/call":
+            return self._call(held, held.session.call(message), fields)
+        return _respond(200, held.session.answer(message))
+
+    async def _run(self, work: Callable[[], Step]) -> Step:
+        # The modern handler may wait on a store: off the event loop, as for modern calls.
+        if self.blocking:
+            return await anyio.to_thread.run_sync(work)
+        return work()
+
+    def _call(self, held: _Held, call: LegacyCall, fields: dict[str, str]) -> Streamed:
+        sse = wants_event_stream(fields.get("accept"))
+
+        async def respond(send: Send) -> None:
+            step = await self._run(call.start)
+            if step.result is not None and not step.send:
+                await _respond(200, step.result)(send)
+                return
+            if not sse:
+                # JSON alone cannot carry live requests (PROTOCOL.md, the legacy side).
+                refused = ProtocolError(
+                    INVALID_REQUEST, "This call needs input: accept text/event-stream"
+                )
+                await _respond(200, error_response(call.request_id, refused))(send)
+                return
+            await self._stream(held, call, step, send)
+
+        return respond
+
+    async def _stream(self, held: _Held, call: LegacyCall, step: Step, send: Send) -> None:
+        answers: tuple[
+            MemoryObjectSendStream[dict[str, Any]], MemoryObjectReceiveStream[dict[str, Any]]
+        ] = anyio.create_memory_object_stream[dict[str, Any]](16)
+        inbox, outbox = answers
+        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+        try:
+            while True:
+                for message in step.send:
+                    if "id" in message:
+                        held.waiting[message["id"]] = inbox
+                    await send(
+                        {"type": "http.response.body", "body": event(message), "more_body": True}
+                    )
+                if step.result is not None:
+                    await send({"type": "http.response.body", "body": event(step.result)})
+                    return
+                if step.wait is not None:
+                    await anyio.sleep(step.wait)
+                    step = await self._run(call.poll)
+                    continue
+                answer: dict[str, Any] | None = None
+                with anyio.move_on_after(self.answer_seconds):
+                    answer = await outbox.receive()
+                if answer is None:
+                    late = ProtocolError(SERVER_BUSY, "The client did not answer in time")
+                    final = error_response(call.request_id, late)
+                    await send({"type": "http.response.body", "body": event(final)})
+                    return
+                step = await self._run(functools.partial(call.receive, answer))
+        finally:
+            for request_id in list(call.outstanding):
+                held.waiting.pop(request_id, None)
+            inbox.close()
+            outbox.close()
