@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import TPS, build_lab, check_wire, request
+from conftest import TPS, Lab, build_lab, check_wire, request
 from test_http import serving
 from test_notes_export import ExportLab, build_export_lab
 
@@ -422,6 +422,7 @@ class Endpoint:
     url: str
     http: httpx.Client
     clock: FakeClock
+    lab: Lab
 
 
 @pytest.fixture
@@ -438,7 +439,7 @@ def endpoint() -> Iterator[Endpoint]:
     )
     app = create_app(lab.server, demo_authenticator(), legacy=sessions)
     with serving(app) as url, httpx.Client(timeout=30) as http:
-        yield Endpoint(url, http, clock)
+        yield Endpoint(url, http, clock, lab)
 
 
 def post(e: Endpoint, message: Any, token: str = "demo-alice", **headers: str) -> httpx.Response:
@@ -565,6 +566,7 @@ def test_http_call_needing_input_streams_requests_then_the_result(endpoint: Endp
     assert [e.get("method") for e in events] == ["elicitation/create", None]
     assert events[-1]["id"] == 7
     assert events[-1]["result"]["structuredContent"]["status"] == "declined"
+    assert "note-14" in endpoint.lab.ids()
 
 
 def test_http_call_needing_input_without_sse_is_refused(endpoint: Endpoint) -> None:
@@ -587,3 +589,35 @@ def test_legacy_call_state_is_per_call() -> None:
     assert form_a["id"] != form_b["id"]
     assert a.owns(form_a["id"]) and not a.owns(form_b["id"])
     assert isinstance(a, LegacyCall)
+
+
+def test_http_ending_a_session_ends_its_waiting_call(endpoint: Endpoint) -> None:
+    session = {"mcp-session-id": post(endpoint, initialize_message()).headers["mcp-session-id"]}
+    events: list[dict[str, Any]] = []
+    with endpoint.http.stream(
+        "POST",
+        endpoint.url,
+        json=legacy_call(7, "notes_delete", dict(TPS)),
+        headers={
+            "authorization": "Bearer demo-alice",
+            "accept": "application/json, text/event-stream",
+            **session,
+        },
+    ) as stream:
+        for text in stream.iter_lines():
+            if not text.startswith("data: "):
+                continue
+            events.append(json.loads(text[len("data: ") :]))
+            if len(events) == 1:
+                stray = {"jsonrpc": "2.0", "id": "labkit-99", "result": {"action": "accept"}}
+                assert post(endpoint, stray, **session).status_code == 202, "dropped, not fatal"
+                ended = endpoint.http.delete(
+                    endpoint.url, headers={"authorization": "Bearer demo-alice", **session}
+                )
+                assert ended.status_code == 204
+    assert events[0]["method"] == "elicitation/create"
+    assert events[-1]["id"] == 7 and events[-1]["error"]["code"] == -32001
+    # The form was never answered, so nothing was deleted, and it is too late now.
+    late = post(endpoint, reply(events[0], {"action": "accept"}), **session)
+    assert late.status_code == 404
+    assert "note-14" in endpoint.lab.ids()

@@ -630,3 +630,16 @@ def test_configured_consent_store_and_its_refusals(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as refused:
         configured("redis://x")
     assert refused.value.key == "stores.consent"
+
+
+def test_a_form_with_extra_fields_is_refused(served: Served) -> None:
+    url, _ = url_entry(export(served.lab, 1))
+    token = form_token(served.http.get(url, headers=ALICE_BASIC).text)
+    stuffed = "&".join([f"form_token={token}", "decision=approve"] + [f"x{i}=1" for i in range(9)])
+    refused = served.http.post(
+        url,
+        headers={**ALICE_BASIC, "content-type": "application/x-www-form-urlencoded"},
+        content=stuffed.encode(),
+    )
+    assert refused.status_code == 400
+    assert served.lab.consent.credential("alice") is None

@@ -173,7 +173,10 @@ class ConsentPage:
             body += chunk
             if len(body) > MAX_FORM_BYTES:
                 return _page(413, "Consent refused", "<p>Form too large.</p>")
-        fields = parse_qs(body.decode("latin-1"), max_num_fields=8)
+        try:
+            fields = parse_qs(body.decode("latin-1"), max_num_fields=8)
+        except ValueError:  # more fields than the form has
+            return _page(400, "Consent refused", "<p>The form is not valid.</p>")
         token = fields.get("form_token", [""])[0]
         decision = fields.get("decision", [""])[0]
         if not self.consent.form_token_valid(token, link.id, principal):

@@ -18,6 +18,7 @@ import functools
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -129,9 +130,12 @@ class LegacyHttp:
 
     def end(self, session_id: str, principal: str) -> Streamed:
         """DELETE: the session is over; its id is 404 from now on."""
-        if self._held(session_id, principal) is None:
+        held = self._held(session_id, principal)
+        if held is None:
             return _respond(404)
         del self.sessions[session_id]
+        for inbox in held.waiting.values():
+            inbox.close()  # a call still streaming ends now, not after its answer timeout
         log.info("legacy session of %r ended", principal)
         return _respond(204)
 
@@ -165,10 +169,12 @@ class LegacyHttp:
             waiting = (
                 held.waiting.pop(message["id"], None) if is_request_id(message["id"]) else None
             )
-            if waiting is None:
-                log.debug("an answer for no pending request was dropped")
-            else:
+            try:
+                if waiting is None:
+                    raise anyio.ClosedResourceError
                 waiting.send_nowait(message)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.WouldBlock):
+                log.debug("an answer for no pending request was dropped")
             return _respond(202)
         if "id" not in message:
             held.session.answer(message)
@@ -224,10 +230,11 @@ class LegacyHttp:
                     step = await self._run(call.poll)
                     continue
                 answer: dict[str, Any] | None = None
-                with anyio.move_on_after(self.answer_seconds):
+                # EndOfStream: the session was ended (DELETE) while this call waited.
+                with anyio.move_on_after(self.answer_seconds), suppress(anyio.EndOfStream):
                     answer = await outbox.receive()
                 if answer is None:
-                    late = ProtocolError(SERVER_BUSY, "The client did not answer in time")
+                    late = ProtocolError(SERVER_BUSY, "No answer from the client; the call ended")
                     final = error_response(call.request_id, late)
                     await send({"type": "http.response.body", "body": event(final)})
                     return
