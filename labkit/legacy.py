@@ -310,6 +310,10 @@ class LegacyCall:
             )
         }
         if not fresh:
+            if self.polls > MAX_POLLS:
+                # Even the cancel did not settle it: answer, rather than poll for ever.
+                busy = ProtocolError(SERVER_BUSY, "The call did not settle in time")
+                return Step(done, error_response(self.request_id, busy))
             # Only consents still pending (or state alone, "retry later"): keep the answers
             # we have and ask the modern handler again shortly.
             return Step(done, wait=POLL_SECONDS)

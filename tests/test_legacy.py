@@ -621,3 +621,26 @@ def test_http_ending_a_session_ends_its_waiting_call(endpoint: Endpoint) -> None
     late = post(endpoint, reply(events[0], {"action": "accept"}), **session)
     assert late.status_code == 404
     assert "note-14" in endpoint.lab.ids()
+
+
+def test_a_handler_that_only_ever_says_retry_later_is_bounded() -> None:
+    @dataclass
+    class Later:
+        name: str = "later"
+        calls: int = 0
+
+        def descriptor(self) -> dict[str, Any]:
+            return {"name": self.name, "inputSchema": {"type": "object"}}
+
+        def call(self, request: Request, arguments: dict[str, Any]) -> dict[str, Any]:
+            self.calls += 1
+            return {"resultType": "input_required", "requestState": "later"}
+
+    tool = Later()
+    call = open_session(Server([tool])).call(legacy_call(1, "later", {}))
+    step = call.start()
+    while step.result is None:
+        assert step.wait == POLL_SECONDS and step.send == []
+        step = call.poll()
+    assert step.result["error"]["code"] == -32001
+    assert tool.calls == MAX_POLLS + 2
