@@ -93,6 +93,9 @@ class HttpSettings(_Section):
     allowed_origins: list[str] = []
     max_body_bytes: int = Field(1024 * 1024, ge=1024, le=64 * 1024 * 1024)
     timeout_seconds: float = Field(30.0, gt=0, le=3600)
+    # The scheme://host[:port] browsers use to reach this server (consent links), when it is
+    # not the listening address (a name, TLS in front); without it, http://HOST:PORT.
+    public_url: str | None = Field(None, pattern=r"^https?://[A-Za-z0-9.\-\[\]:]+$")
 
 
 class PrincipalSettings(_Section):

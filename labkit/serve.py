@@ -127,6 +127,7 @@ class Plan:
     # URL-mode consent (notes_export): the service, and who may sign in on its page.
     consent: ConsentService | None = None
     consent_authenticator: Authenticator | None = None
+    public_url: str | None = None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -212,6 +213,7 @@ def _config_plan(path: Path, transport: str) -> tuple[Plan, str, int]:
         timeout_seconds=settings.http.timeout_seconds,
         consent=consent,
         consent_authenticator=consent_authenticator,
+        public_url=settings.http.public_url,
     )
     if settings.stores.notes == "memory" and settings.stores.replay == "memory":
         plan.blocking_methods = frozenset()
@@ -396,7 +398,7 @@ def _serve_http(plan: Plan) -> int:
         if plan.consent is not None:
             # The consent page lives on this very server and port, beside /mcp.
             link_host = DEFAULT_HOST if plan.host in ("0.0.0.0", "::") else shown
-            plan.consent.base_url = f"http://{link_host}:{bound_port}"
+            plan.consent.base_url = plan.public_url or f"http://{link_host}:{bound_port}"
         config = uvicorn.Config(
             app,
             log_config=None,

@@ -32,7 +32,7 @@ from conftest import (
     result_of,
     structured,
 )
-from test_http import serving
+from test_http import serve_process, serving
 
 from labkit.auth import demo_authenticator, hash_token
 from labkit.clock import FakeClock
@@ -518,6 +518,8 @@ def test_unknown_link_forged_token_and_foreign_origin_are_refused(served: Served
     assert foreign.status_code == 403
     rebinding = served.http.get(url, headers={**ALICE_BASIC, "host": "evil.example"})
     assert rebinding.status_code == 421
+    other_port = served.http.get(url, headers={**ALICE_BASIC, "host": "127.0.0.1:1"})
+    assert other_port.status_code == 421, "the port is the listening one, not the Host's"
     assert served.lab.consent.credential("alice") is None
     # The real token still works afterwards: nothing above used the link up.
     assert approve(served, url, token=real).status_code == 200
@@ -643,3 +645,80 @@ def test_a_form_with_extra_fields_is_refused(served: Served) -> None:
     )
     assert refused.status_code == 400
     assert served.lab.consent.credential("alice") is None
+
+
+@pytest.mark.parametrize(
+    ("public_url", "accepted"),
+    [
+        ("https://mcp.example.com", True),
+        ("http://127.0.0.1:9000", True),
+        ("https://mcp.example.com/path", False),
+        ("ftp://mcp.example.com", False),
+        ("https://mcp.example.com?x=1", False),
+    ],
+)
+def test_public_url_is_a_bare_origin(tmp_path: Path, public_url: str, accepted: bool) -> None:
+    key = tmp_path / "k.key"
+    key.write_bytes(b"k" * 40)
+    raw = {
+        "server": {"signing_key_files": ["k.key"]},
+        "http": {"public_url": public_url},
+        "principals": [{"name": "alice"}],
+    }
+    if accepted:
+        assert parse_config(raw, base_dir=tmp_path).settings.http.public_url == public_url
+    else:
+        with pytest.raises(ConfigError) as refused:
+            parse_config(raw, base_dir=tmp_path)
+        assert refused.value.key == "http.public_url"
+
+
+def test_labkit_serve_with_a_config_offers_links_at_its_public_url(tmp_path: Path) -> None:
+    key = tmp_path / "k.key"
+    key.write_bytes(b"k" * 40)
+    key.chmod(0o600)
+    config = tmp_path / "labkit.toml"
+    config.write_text(
+        f"""
+[server]
+signing_key_files = ["k.key"]
+sandbox = "off"
+
+[stores]
+consent = "sqlite://{tmp_path}/consent.db"
+
+[http]
+public_url = "https://mcp.example.com"
+
+[[principals]]
+name = "alice"
+token_sha256 = "{hash_token("alice-token")}"
+workspaces = ["file:///work/notes"]
+"""
+    )
+    message = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {
+            "name": "notes_export",
+            "arguments": NOTES,
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": URL_CAPS,
+            },
+        },
+    }
+    headers = {
+        "authorization": "Bearer alice-token",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call",
+        "mcp-name": "notes_export",
+    }
+    with serve_process("--config", str(config)) as (proc, endpoint, _), httpx.Client() as http:
+        answer = http.post(endpoint, json=message, headers=headers, timeout=30)
+        proc.terminate()
+        assert proc.wait(timeout=30) == 0
+    url = answer.json()["result"]["inputRequests"][INPUT_KEY]["params"]["url"]
+    assert url.startswith("https://mcp.example.com/connect/report-service/")
+    assert SqliteConsentStore(tmp_path / "consent.db").link(link_id_of(url)) is not None

@@ -95,7 +95,7 @@ class ConsentPage:
 
     async def endpoint(self, request: Request) -> Response:
         host = request.headers.get("host", "").lower()
-        port = request.url.port or 80
+        port = (request.scope.get("server") or ("", 0))[1]  # where it arrived, not what Host says
         if not self._host_allowed(host, port):
             # DNS rebinding: a foreign name resolved to loopback must not reach this page.
             return _page(421, "Misdirected request", "<p>Unknown host.</p>")
@@ -119,6 +119,8 @@ class ConsentPage:
 
     def _host_allowed(self, host: str, port: int) -> bool:
         if host in self.allowed_hosts or host.rsplit(":", 1)[0] in self.allowed_hosts:
+            return True
+        if port == 80 and host in LOOPBACK_NAMES:
             return True
         return host in {f"{name}:{port}" for name in LOOPBACK_NAMES}
 
