@@ -102,6 +102,51 @@ class FixedTool:
         return complete_call(*json.loads(json.dumps(self.content)), is_error=self.is_error)
 
 
+# SEP-1613/SEP-2106: an inputSchema using the JSON Schema 2020-12 vocabulary, which tools/list
+# must hand out unchanged (the suite's pending `json-schema-2020-12` scenario).
+SCHEMA_2020_12: Final = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {
+        "address": {
+            "$anchor": "addressDef",
+            "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+        }
+    },
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
+    "additionalProperties": False,
+}
+
+
+class SchemaTool:
+    """`json_schema_2020_12_tool`: echoes its arguments; its descriptor carries SCHEMA_2020_12."""
+
+    name = "json_schema_2020_12_tool"
+
+    def descriptor(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": "Tool with JSON Schema 2020-12 features for conformance testing "
+            "(SEP-1613)",
+            "inputSchema": json.loads(json.dumps(SCHEMA_2020_12)),
+        }
+
+    def call(self, request: Request, arguments: dict[str, Any]) -> dict[str, Any]:
+        echoed = json.dumps(arguments, sort_keys=True)
+        return complete_call(text(f"JSON Schema 2020-12 tool called with: {echoed}"))
+
+
 class ProgressTool:
     """`test_tool_with_progress`: progress 0, 50 and 100 of 100 for the request's token, then the
     result. The reference spaces them 50 ms apart; a sans-IO core does not sleep, and the suite
@@ -531,6 +576,7 @@ def fixture_tools(signer: StateSigner) -> list[Tool]:
             is_error=True,
         ),
         ProgressTool(),
+        SchemaTool(),
         FixedTool(
             "test_logging_tool",
             "Diagnostic logging validator tool: sends no log message unless the request "

@@ -17,6 +17,7 @@ from test_server_registrations import checked
 from labkit.clock import FakeClock
 from labkit.conformance import (
     PNG_BASE64,
+    SCHEMA_2020_12,
     STATE_ERROR,
     WAV_BASE64,
     AnonymousAuthenticator,
@@ -103,7 +104,7 @@ def test_every_tool_and_prompt_has_a_description_and_the_lesson_tool_is_one_of_t
 ) -> None:
     tools = result_of(checked(server, request(1, "tools/list")))["tools"]
     names = [tool["name"] for tool in tools]
-    assert names == sorted(names) and "notes_delete" in names and len(names) == 19
+    assert names == sorted(names) and "notes_delete" in names and len(names) == 20
     assert all(tool["description"] and tool["inputSchema"]["type"] == "object" for tool in tools)
     prompts = result_of(checked(server, request(2, "prompts/list")))["prompts"]
     assert [p["name"] for p in prompts] == [
@@ -138,6 +139,20 @@ def test_content_tools(server: Server) -> None:
     mixed = result_of(call(server, "test_multiple_content_types"))["content"]
     assert [item["type"] for item in mixed] == ["text", "image", "resource"]
     assert json.loads(mixed[2]["resource"]["text"]) == {"test": "data", "value": 123}
+
+
+def test_the_2020_12_schema_is_listed_unchanged_and_the_tool_echoes(server: Server) -> None:
+    tools = result_of(checked(server, request(1, "tools/list")))["tools"]
+    (schema_tool,) = [tool for tool in tools if tool["name"] == "json_schema_2020_12_tool"]
+    assert schema_tool["inputSchema"] == SCHEMA_2020_12
+    assert schema_tool["inputSchema"]["$defs"]["address"]["$anchor"] == "addressDef"
+    message = request(
+        2,
+        "tools/call",
+        {"name": "json_schema_2020_12_tool", "arguments": {"name": "n", "email": "e"}},
+    )
+    text = text_of(checked(server, message))
+    assert text == 'JSON Schema 2020-12 tool called with: {"email": "e", "name": "n"}'
 
 
 def test_a_tool_error_is_a_result_not_a_protocol_error(server: Server) -> None:

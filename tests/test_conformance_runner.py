@@ -94,7 +94,7 @@ def test_the_table_counts_failed_and_missing_required_scenarios(tmp_path: Path) 
     assert rows["prompts-list"].split()[1] == "pass"
     assert "FAIL" in rows["tools-list"] and "tools-list: broken" in rows["tools-list"]
     assert "did not run" in rows["caching"]
-    assert "1 run, 0 passing" in text
+    assert "1 run, 0 passing; failing: tasks-lifecycle" in text
 
 
 def test_all_passing_counts_nothing(tmp_path: Path) -> None:

@@ -229,10 +229,12 @@ def table(era: str, required: Sequence[str], outcomes: dict[str, Outcome]) -> tu
         lines.append(f"{name:<{width}}  {verdict:<6}  {detail}".rstrip())
     extra = sorted(set(outcomes) - set(required))
     if extra:
-        passing = sum(outcomes[name].passed for name in extra)
+        failing = [name for name in extra if not outcomes[name].passed]
         lines.append("")
         lines.append(
-            f"not scored for {era} (extensions, pending): {len(extra)} run, {passing} passing"
+            f"not scored for {era} (extensions, pending): {len(extra)} run, "
+            f"{len(extra) - len(failing)} passing"
+            + (f"; failing: {', '.join(failing)}" if failing else "")
         )
     return "\n".join(lines), failed
 
