@@ -177,6 +177,45 @@ class ProgressTool:
         return complete_call(text(f"Progress reported for token {token!r}"))
 
 
+# RFC 5424 severities, least severe first (the order of MCP's LoggingLevel).
+LOG_LEVELS: Final = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
+META_LOG_LEVEL: Final = "io.modelcontextprotocol/logLevel"
+
+
+class LoggingTool:
+    """`test_logging_tool`: logs one `info` message on the request's stream, only when the
+    request asked for messages at `info` or below through `_meta[".../logLevel"]`. Without
+    that key a 2026-07-28 server sends no `notifications/message` at all (SEP-2575)."""
+
+    name = "test_logging_tool"
+
+    def descriptor(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": "Diagnostic logging validator tool: logs only when the request "
+            "sets a log level",
+            "inputSchema": EMPTY_SCHEMA,
+        }
+
+    def call(self, request: Request, arguments: dict[str, Any]) -> dict[str, Any]:
+        wanted = request.meta.get(META_LOG_LEVEL)
+        if wanted in LOG_LEVELS and LOG_LEVELS.index(wanted) <= LOG_LEVELS.index("info"):
+            request.context.emit(
+                "notifications/message",
+                {"level": "info", "logger": "labkit.conformance", "data": "Logging evaluated"},
+            )
+        return complete_call(text("Logging evaluated"))
+
+
 # -- input_required: asks, rounds and the engine -----------------------------------------------
 
 # The client capability each kind of input request needs (PROTOCOL.md, "MRTR").
@@ -577,12 +616,7 @@ def fixture_tools(signer: StateSigner) -> list[Tool]:
         ),
         ProgressTool(),
         SchemaTool(),
-        FixedTool(
-            "test_logging_tool",
-            "Diagnostic logging validator tool: sends no log message unless the request "
-            "asks for a log level",
-            (text("Logging evaluated"),),
-        ),
+        LoggingTool(),
         FlowTool(
             "test_missing_capability",
             "Test tool requiring sampling",

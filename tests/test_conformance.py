@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from conftest import KEY_A, KEY_B, MISSING, build_lab, check_wire, error_of, request, result_of
+from mcp_types import _v2026_07_28 as v
 from test_server_registrations import checked
 
 from labkit.clock import FakeClock
@@ -173,6 +174,8 @@ def test_progress_goes_to_the_requests_sink_in_order(server: Server) -> None:
     )
     assert result_of(response)["resultType"] == "complete"
     assert [n["method"] for n in seen] == ["notifications/progress"] * 3
+    for notification in seen:
+        v.ProgressNotification.model_validate(notification, strict=True)
     assert [(n["params"]["progressToken"], n["params"]["progress"]) for n in seen] == [
         ("p-1", 0),
         ("p-1", 50),
@@ -188,10 +191,20 @@ def test_no_progress_without_a_valid_token(server: Server, token: Any) -> None:
     assert seen == []
 
 
-def test_logging_tool_sends_no_log_message(server: Server) -> None:
+@pytest.mark.parametrize(
+    ("level", "logged"),
+    [(MISSING, False), ("debug", True), ("info", True), ("warning", False), ("loud", False)],
+)
+def test_logging_tool_logs_only_at_the_level_the_request_asked(
+    server: Server, level: Any, logged: bool
+) -> None:
     seen: list[dict[str, Any]] = []
-    assert text_of(call(server, "test_logging_tool", notify=seen.append)) == "Logging evaluated"
-    assert seen == []
+    meta = {} if level is MISSING else {"io.modelcontextprotocol/logLevel": level}
+    response = call(server, "test_logging_tool", meta=meta, notify=seen.append)
+    assert text_of(response) == "Logging evaluated"
+    assert [n["method"] for n in seen] == (["notifications/message"] if logged else [])
+    for notification in seen:
+        v.LoggingMessageNotification.model_validate(notification, strict=True)
 
 
 # -- capabilities ----------------------------------------------------------------------------
