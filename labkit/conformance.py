@@ -320,6 +320,9 @@ class Flow:
     unsigned flow has one round and keeps nothing between calls, so it issues no state.
     `optional` asks are made only when the client declared their capability; a required ask
     whose capability is missing answers -32021.
+
+    A fixture state is not single-use: the fixtures change nothing, so a replayed state only
+    repeats an answer. (The lesson's tool, which deletes, claims each of its states once.)
     """
 
     rounds: tuple[tuple[Ask, ...], ...]

@@ -164,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
 def _plan(args: argparse.Namespace) -> Plan:
     from labkit.config import ConfigError
 
-    if getattr(args, "profile", "lesson") == "conformance":
+    if args.profile == "conformance":
         if args.config is not None:
             raise ConfigError("--profile", "the conformance profile takes no --config")
         plan = _conformance_plan()
