@@ -18,6 +18,7 @@ transport.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import secrets
@@ -288,12 +289,15 @@ class LegacyCall:
             modern["params"]["inputResponses"] = dict(self.answers)
             if self.state is not None:
                 modern["params"]["requestState"] = self.state
-        response = self.session.server.handle(modern, self.session.context)
+        # Notifications the handler sends while answering (progress) go to the client first.
+        notes: list[dict[str, Any]] = []
+        context = dataclasses.replace(self.session.context, notify=notes.append)
+        response = self.session.server.handle(modern, context)
         assert response is not None  # a request with an id is always answered
         result = response.get("result")
         if not isinstance(result, dict) or result.get("resultType") != "input_required":
             final = {**to_legacy_response(response), "id": self.request_id}
-            return Step(self._completions(set()), final)
+            return Step(notes + self._completions(set()), final)
         self.state = result.get("requestState")
         entries: dict[str, Any] = result.get("inputRequests") or {}
         still = {
@@ -301,7 +305,7 @@ class LegacyCall:
             for e in entries.values()
             if e.get("method") == "elicitation/create" and e["params"].get("mode") == "url"
         } & set(self.awaiting)
-        done = self._completions(still)
+        done = notes + self._completions(still)
         fresh = {
             key: entry
             for key, entry in entries.items()

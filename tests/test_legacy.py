@@ -219,7 +219,7 @@ def test_the_modern_handler_sees_only_stateless_2026_requests() -> None:
             "version": "1",
         }
         assert seen.params["arguments"] == {"x": 1}
-        assert seen.context is ALICE
+        assert (seen.context.principal, seen.context.transport) == ("alice", "test")
         assert "session" not in json.dumps(seen.params).lower()
         if index:
             # Echoed byte for byte, whatever the characters.
@@ -644,3 +644,35 @@ def test_a_handler_that_only_ever_says_retry_later_is_bounded() -> None:
         step = call.poll()
     assert step.result["error"]["code"] == -32001
     assert tool.calls == MAX_POLLS + 2
+
+
+def test_progress_a_handler_emits_reaches_the_legacy_client_before_the_result() -> None:
+    @dataclass
+    class Progress:
+        name: str = "slow"
+
+        def descriptor(self) -> dict[str, Any]:
+            return {"name": self.name, "inputSchema": {"type": "object"}}
+
+        def call(self, request: Request, arguments: dict[str, Any]) -> dict[str, Any]:
+            token = request.meta.get("progressToken")
+            for step in (1, 2):
+                request.context.emit(
+                    "notifications/progress", {"progressToken": token, "progress": step}
+                )
+            return {"resultType": "complete", "content": []}
+
+    message = legacy_call(1, "slow", {})
+    message["params"]["_meta"] = {"progressToken": "p-1"}
+    out = run_stdio(Server([Progress()]), [initialize_message(0), message])
+    assert [m.get("method") for m in out[1:]] == [
+        "notifications/progress",
+        "notifications/progress",
+        None,
+    ]
+    assert [m["params"] for m in out[1:3]] == [
+        {"progressToken": "p-1", "progress": 1},
+        {"progressToken": "p-1", "progress": 2},
+    ]
+    assert out[3]["id"] == 1 and out[3]["result"]["content"] == []
+    assert "resultType" not in out[3]["result"]

@@ -194,7 +194,8 @@ class LegacyHttp:
 
         async def respond(send: Send) -> None:
             step = await self._run(call.start)
-            if step.result is not None and not step.send:
+            if step.result is not None and (not step.send or not sse):
+                # Progress notifications need a stream; without one they are dropped.
                 await _respond(200, step.result)(send)
                 return
             if not sse:
