@@ -194,12 +194,14 @@ def initialize(
     new_elicitation_id: Callable[[], str] = _elicitation_id,
 ) -> tuple[LegacySession | None, dict[str, Any]]:
     """Answer a legacy `initialize`: the new session (None when refused) and the response."""
-    raw_id = message.get("id")
+    request_id = message.get("id")
     params = message.get("params")
-    if not is_request_id(raw_id) or not isinstance(params, dict):
-        bad = ProtocolError(INVALID_REQUEST, "Invalid Request: initialize needs an id and params")
-        return None, error_response(raw_id if is_request_id(raw_id) else None, bad)
-    request_id: RequestId = raw_id  # type: ignore[assignment]  # is_request_id said so
+    if not isinstance(request_id, str | int) or isinstance(request_id, bool):
+        bad = ProtocolError(INVALID_REQUEST, "Invalid Request: initialize needs an id")
+        return None, error_response(None, bad)
+    if not isinstance(params, dict):
+        bad = ProtocolError(INVALID_REQUEST, "Invalid Request: initialize needs params")
+        return None, error_response(request_id, bad)
     requested = params.get("protocolVersion")
     version = requested if requested in LEGACY_VERSIONS else LEGACY_VERSIONS[-1]
     client_info = params.get("clientInfo")

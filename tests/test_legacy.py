@@ -509,7 +509,7 @@ def test_http_initialize_mints_a_session_and_delete_ends_it(endpoint: Endpoint) 
 
 def test_http_sessions_are_bounded_and_idle_ones_dropped(endpoint: Endpoint) -> None:
     assert post(endpoint, initialize_message()).status_code == 200
-    assert post(endpoint, initialize_message()).status_code == 200
+    assert post(endpoint, initialize_message(), "demo-mallory").status_code == 200
     assert post(endpoint, initialize_message()).status_code == 503
     endpoint.clock.advance(61)
     assert post(endpoint, initialize_message()).headers["mcp-session-id"] == "sess-3"
@@ -676,3 +676,20 @@ def test_progress_a_handler_emits_reaches_the_legacy_client_before_the_result() 
     ]
     assert out[3]["id"] == 1 and out[3]["result"]["content"] == []
     assert "resultType" not in out[3]["result"]
+
+
+def test_http_one_principal_cannot_fill_the_session_table() -> None:
+    lab = build_lab()
+    ids = itertools.count(1)
+    clock = FakeClock()
+    sessions = LegacyHttp(
+        lab.server, clock=clock, id_source=lambda: f"s{next(ids)}", max_sessions=4, per_principal=2
+    )
+    app = create_app(lab.server, demo_authenticator(), legacy=sessions)
+    with serving(app) as url, httpx.Client(timeout=30) as http:
+        e = Endpoint(url, http, clock, lab)
+        for _ in range(5):
+            clock.advance(1)
+            assert post(e, initialize_message()).status_code == 200
+        assert post(e, initialize_message(), "demo-mallory").status_code == 200
+        assert sorted(sessions.sessions) == ["s4", "s5", "s6"], "alice's oldest went, not mallory's"

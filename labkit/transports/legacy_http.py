@@ -39,6 +39,9 @@ log = logging.getLogger("labkit.transports.legacy_http")
 
 SESSION_HEADER: Final = "mcp-session-id"
 DEFAULT_MAX_SESSIONS: Final = 1000
+# No principal may fill the table for everyone else (SECURITY.md, "bound each principal's
+# share"): past this many, its own least recently used session is dropped.
+DEFAULT_SESSIONS_PER_PRINCIPAL: Final = 16
 DEFAULT_IDLE_SECONDS: Final = 3600.0
 # How long a call's stream waits for the client to answer one of its requests (a user may be
 # reading a form or a consent page).
@@ -95,6 +98,7 @@ class LegacyHttp:
         clock: Clock = system_clock,
         id_source: Callable[[], str] = _new_session_id,
         max_sessions: int = DEFAULT_MAX_SESSIONS,
+        per_principal: int = DEFAULT_SESSIONS_PER_PRINCIPAL,
         idle_seconds: float = DEFAULT_IDLE_SECONDS,
         answer_seconds: float = DEFAULT_ANSWER_SECONDS,
         blocking: bool = True,
@@ -103,6 +107,7 @@ class LegacyHttp:
         self.clock = clock
         self.id_source = id_source
         self.max_sessions = max_sessions
+        self.per_principal = per_principal
         self.idle_seconds = idle_seconds
         self.answer_seconds = answer_seconds
         self.blocking = blocking
@@ -130,14 +135,16 @@ class LegacyHttp:
 
     def end(self, session_id: str, principal: str) -> Streamed:
         """DELETE: the session is over; its id is 404 from now on."""
-        held = self._held(session_id, principal)
-        if held is None:
+        if self._held(session_id, principal) is None:
             return _respond(404)
-        del self.sessions[session_id]
-        for inbox in held.waiting.values():
-            inbox.close()  # a call still streaming ends now, not after its answer timeout
+        self._drop(session_id)
         log.info("legacy session of %r ended", principal)
         return _respond(204)
+
+    def _drop(self, session_id: str) -> None:
+        held = self.sessions.pop(session_id)
+        for inbox in held.waiting.values():
+            inbox.close()  # a call still streaming ends now, not after its answer timeout
 
     def _held(self, session_id: str, principal: str) -> _Held | None:
         held = self.sessions.get(session_id)
@@ -147,7 +154,13 @@ class LegacyHttp:
     def _initialize(self, message: dict[str, Any], principal: str) -> Streamed:
         now = self.clock()
         for stale in [k for k, h in self.sessions.items() if now - h.last_seen > self.idle_seconds]:
-            del self.sessions[stale]
+            self._drop(stale)
+        mine = sorted(
+            (h.last_seen, k) for k, h in self.sessions.items() if h.principal == principal
+        )
+        for _, oldest in mine[: max(len(mine) - self.per_principal + 1, 0)]:
+            log.info("legacy session of %r dropped: too many open", principal)
+            self._drop(oldest)
         if len(self.sessions) >= self.max_sessions:
             log.warning("legacy session table full (%d)", self.max_sessions)
             return _refuse(503, message.get("id"), "Too many sessions", SERVER_BUSY)
