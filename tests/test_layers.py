@@ -77,6 +77,7 @@ _MUST_NOT = re.compile(r"Must not import ([^.:]+)")
 _NOT_IMPORTED_BY = re.compile(r"Must not be imported by ([^.:]+)")
 _NOTHING_FROM_LABKIT = re.compile(r"Imports nothing from labkit")
 _NOTHING = re.compile(r"Imports nothing\.")
+_ONLY = re.compile(r"Imports only ((?:`[\w.]+`(?:, | and | or )?)+)")
 
 
 # -- reading modules -----------------------------------------------------------------------------
@@ -130,7 +131,12 @@ def matches(name: str, prefixes: Iterable[str]) -> bool:
 def violations(
     name: str, forbidden: Iterable[str], modules: dict[str, Path] = MODULES
 ) -> list[str]:
-    return sorted(m for m in reachable(name, modules) if matches(m, forbidden))
+    """What `name` reaches under the `forbidden` prefixes; a `!prefix` entry exempts."""
+    banned = [f for f in forbidden if not f.startswith("!")]
+    exempt = [f[1:] for f in forbidden if f.startswith("!")]
+    return sorted(
+        m for m in reachable(name, modules) if matches(m, banned) and not matches(m, exempt)
+    )
 
 
 def _phrases(text: str) -> list[str]:
@@ -156,6 +162,10 @@ def docstring_rules(
                 for importer in modules:
                     if matches(importer, IMPORTERS[phrase]):
                         rules.append((importer, (name,), found.group(0)))
+        only = _ONLY.search(doc)
+        if only is not None:
+            allowed = tuple("!" + m for m in re.findall(r"`([\w.]+)`", only.group(1)))
+            rules.append((name, ("labkit", *allowed), only.group(0)))
         if _NOTHING.search(doc):
             rules.append((name, ("",), "Imports nothing."))
         elif _NOTHING_FROM_LABKIT.search(doc):
@@ -193,7 +203,13 @@ RULES = docstring_rules()
 def test_the_docstrings_state_rules() -> None:
     """The docstrings this test reads are really there (a rewording would empty the list)."""
     stated = {name for name, _, _ in RULES}
-    assert {"labkit.server", "labkit.messages", "labkit.errors", "labkit.fsroot"} <= stated
+    assert {
+        "labkit.server",
+        "labkit.messages",
+        "labkit.errors",
+        "labkit.fsroot",
+        "labkit.wire",
+    } <= stated
     assert any(name.startswith("labkit.transports") for name in stated), "course rule"
 
 
@@ -243,6 +259,11 @@ def test_control_a_docstring_rule_is_read_and_enforced(tmp_path: Path) -> None:
             "labkit.bad": '"""Owns x.\n\nMust not import a transport or the course toolkit.\n"""\n'
             "import ipywidgets\n",
             "labkit.bare": '"""Imports nothing."""\nimport os\n',
+            "labkit.low": (
+                '"""Imports only `labkit.errors`."""\nimport labkit.errors, labkit.server\n'
+            ),
+            "labkit.errors": '"""Errors."""\n',
+            "labkit.server": '"""Server."""\n',
         },
     )
     rules = docstring_rules(modules)
@@ -250,9 +271,10 @@ def test_control_a_docstring_rule_is_read_and_enforced(tmp_path: Path) -> None:
         ("labkit.bad", PHRASES["a transport"]),
         ("labkit.bad", PHRASES["the course toolkit"]),
         ("labkit.bare", ("",)),
+        ("labkit.low", ("labkit", "!labkit.errors")),
     }
     found = [_violations_of_rule(n, f, modules) for n, f, _ in rules]
-    assert ["ipywidgets"] in found and ["os"] in found
+    assert ["ipywidgets"] in found and ["os"] in found and ["labkit.server"] in found
 
 
 def test_control_an_unknown_phrase_fails_loudly(tmp_path: Path) -> None:
