@@ -7,20 +7,24 @@ Every exchange the in-process host makes is also checked against the 2026-07-28 
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from helpers import TPS, Lab, check_wire
-from test_http import serve_process
+from helpers import KEY_A, TPS, Lab, check_wire
+from test_http import serve_process, serving
 
 from labkit import messages
+from labkit.conformance import AnonymousAuthenticator, conformance_server
 from labkit.course import Host, McpError, Pending, TooManyRounds, TransportError
 from labkit.course.host import render_message
 from labkit.server import Request, Server
+from labkit.state import KeyRing
 from labkit.transports.envelope import decode_header_value, encode_header_value
+from labkit.transports.http import create_app
 
 TOOL = "notes_delete"
 SERVE = [sys.executable, "-m", "labkit.cli", "serve"]
@@ -337,3 +341,40 @@ def test_http_host_gets_202_for_a_notification_and_401_without_a_token(endpoint:
     with pytest.raises(TransportError) as raised:
         Host.http(endpoint, token="wrong").discover()
     assert raised.value.status == 401
+
+
+# -- the official conformance suite's MRTR fixtures: more rounds, more keys, event streams -------
+
+
+def test_a_multi_round_flow_is_answered_round_by_round() -> None:
+    server = conformance_server(keys=KeyRing([KEY_A]))
+    asked: list[str] = []
+
+    def answer(key: str, params: dict[str, Any]) -> dict[str, Any]:
+        asked.append(key)
+        return messages.accept({"name": "Ada"} if key == "step1" else {"color": "teal"})
+
+    host = Host.in_process(server)
+    result = host.call_tool("test_input_required_result_multi_round", {}, answer=answer)
+    assert asked == ["step1", "step2"]
+    assert result["content"] == [
+        {"type": "text", "text": "Multi-round complete for Ada who likes teal"}
+    ]
+    requests = [m for m in host.transcript if "method" in m]
+    assert len(requests) == 3 and len({m["id"] for m in requests}) == 3
+    for (_, asked_with), (retry, _) in itertools.pairwise(checked_pairs(host)):
+        assert retry["params"]["requestState"] == asked_with["result"]["requestState"]
+
+
+def test_an_event_stream_answer_is_read_to_its_response() -> None:
+    server = conformance_server(keys=KeyRing([KEY_A]))
+    with serving(create_app(server, AnonymousAuthenticator())) as url:
+        host = Host.http(url)
+        message = messages.request(
+            5, "tools/call", {"name": "test_tool_with_progress", "arguments": {}}
+        )
+        message["params"]["_meta"]["progressToken"] = "p-1"
+        response = host.send(message)
+    assert response is not None and response["id"] == 5
+    check_wire(message, response)
+    assert response["result"]["resultType"] == "complete"
