@@ -668,7 +668,10 @@ def run_check(
         return _result(exercise, check, Outcome.PASSED, "passed", hidden)
     if isinstance(fail, Pass):
         return _result(exercise, check, Outcome.PASSED, f"passed ({fail.note})", hidden)
-    text = f"{fail.expected}, but {fail.got}. Next: {fail.next_step.rstrip('.')}."
+    got = fail.got.rstrip()
+    # A traceback ends the text verbatim (no period glued onto Python's message).
+    sep = "\n" if "\n" in got else ". "
+    text = f"{fail.expected}, but {got}{sep}Next: {fail.next_step.rstrip('.')}."
     return _result(exercise, check, fail.outcome, text, hidden)
 
 

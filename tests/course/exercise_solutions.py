@@ -317,3 +317,15 @@ def raises_value_error(root: Path, relative: str) -> Path:
         return resolve_inside(root, relative)
     except PermissionError as exc:
         raise ValueError(str(exc)) from None
+
+
+def sleeps_holding_the_lock(
+    conn: sqlite3.Connection, principal: str, nonce: str, note_id: str, expires_at: float
+) -> bool:
+    """Takes the write lock and never lets go (within any check's patience)."""
+    import time
+
+    conn.execute("BEGIN IMMEDIATE")
+    time.sleep(60)
+    conn.execute("ROLLBACK")
+    return False
