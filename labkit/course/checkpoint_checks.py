@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from labkit.course.checks import Check, Exercise, Fail, Outcome, Trial
+from labkit.course.checks import Check, Exercise, Fail, Outcome, Trial, call_bounded
 
 _HEADER = re.compile(r"^\[\s*(\d+)\]\s+(.*\S)\s*$")
 _VERDICT = re.compile(r"^\s+(PASS|FAIL)\s*$")
@@ -55,23 +55,25 @@ def read_walkthrough(text: str) -> dict[int, Checkpoint]:
     return found
 
 
-def _run() -> dict[int, Checkpoint]:
+def _run(timeout: float) -> dict[int, Checkpoint]:
     from labkit.demo import run_walkthrough  # the core loads only when checkpoints run
 
     out = io.StringIO()
-    run_walkthrough(out=out)
+    # Bounded like learner code: a hung walkthrough reports its checkpoints as missing.
+    call_bounded(lambda: run_walkthrough(out=out), (), timeout)
     return read_walkthrough(out.getvalue())
 
 
 def _checkpoint(number: int) -> Callable[[Trial], Fail | None]:
     def run(t: Trial) -> Fail | None:
-        found = t.once("walkthrough", _run).get(number)
+        found = t.once("walkthrough", lambda: _run(t.settings.race_timeout)).get(number)
         expected = f"checkpoint {number} of the reference walkthrough should pass"
         if found is None or found.passed is None:
             t.stop(
                 Outcome.ERROR,
-                f"{expected}, but the walkthrough did not report it. Next: run `labkit demo` "
-                "and read its output.",
+                f"{expected}, but the walkthrough did not report it (it crashed or took longer "
+                f"than {t.settings.race_timeout:g} s). Next: run `labkit demo` and read its "
+                "output.",
             )
         if found.passed:
             return None
