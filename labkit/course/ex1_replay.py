@@ -239,21 +239,19 @@ def two_processes(t: Trial) -> Fail | Pass | None:
     )
     if any(r.kind == "stub" for r in racers):
         t.stop(Outcome.NOT_ATTEMPTED, stub_message(CONTRACT))
-    stalled = [r for r in racers if r.kind in ("timeout", "crashed", "no_start")]
-    if stalled:
+    said = "; ".join(
+        f"the one for {c[2]} {_racer_words(r)}" for c, r in zip(calls, racers, strict=True)
+    )
+    if any(r.kind in ("timeout", "crashed", "no_start") for r in racers):
         return Fail(
             expected,
-            f"the racers {'; '.join(_racer_words(r) for r in racers)} (the check waits at most "
-            f"{t.settings.race_timeout:g} s)",
+            f"{said} (the check waits at most {t.settings.race_timeout:g} s)",
             "make sure every path ends its transaction, so the other process's wait can end",
             outcome=Outcome.ERROR,
         )
     seen = _look(t, path)
     gone = sorted({"note-7", "note-8"} - seen.notes)
     wins = sum(r.value_is_true for r in racers)
-    said = "; ".join(
-        f"the one for {c[2]} {_racer_words(r)}" for c, r in zip(calls, racers, strict=True)
-    )
     if all(r.kind == "raised" for r in racers):
         return Fail(
             expected,

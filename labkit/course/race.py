@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import base64
 import builtins
+import contextlib
 import dataclasses
 import importlib
 import inspect
@@ -31,6 +32,7 @@ import pickle
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -43,6 +45,9 @@ from typing import IO, Any
 from labkit.course.checks import Frame, exception_line, format_frames, learner_frames
 
 _MAIN_MODULES = ("__main__", "__mp_main__")
+# Every line of the parent-child protocol starts with this; the child's own prints go to its
+# stderr (racer.py), and anything else on the channel is ignored.
+_MARK = "labkit-racer"
 
 
 class NotPortable(Exception):
@@ -237,15 +242,15 @@ def child_main(stdin: IO[bytes], stdout: IO[str]) -> None:
     try:
         fn = entry.carrier.rebuild()
     except Exception as exc:
-        print(Racer("unportable", exception=exception_line(exc)).to_json(), file=stdout)
+        print(_MARK, Racer("unportable", exception=exception_line(exc)).to_json(), file=stdout)
         return
     conn = sqlite3.connect(entry.database, isolation_level=None, timeout=entry.lock_timeout)
     try:
         _slow_statements(conn, entry.delay)
-        print("ready", file=stdout, flush=True)
+        print(_MARK, "ready", file=stdout, flush=True)
         if stdin.readline().strip() != b"go":
             return
-        print(_outcome(fn, conn, entry.args).to_json(), file=stdout, flush=True)
+        print(_MARK, _outcome(fn, conn, entry.args).to_json(), file=stdout, flush=True)
     finally:
         conn.close()
 
@@ -303,52 +308,61 @@ def _race_processes(
         for child in children:
             child.ready.wait(max(0.0, deadline - time.monotonic()))
         if all(c.ready.is_set() and c.result is None for c in children):
-            for child in children:  # both are connected and waiting: release them together
+            for child in children:  # all are connected and waiting: release them together
                 child.go()
-        for child in children:
-            child.reader.join(max(0.0, deadline - time.monotonic()))
+            for child in children:
+                child.reader.join(max(0.0, deadline - time.monotonic()))
     finally:
         for child in children:
-            child.stop()
+            child.finish()
     return RaceResult(tuple(c.outcome() for c in children), processes=True)
 
 
 class _Child:
-    """One racing interpreter and the thread that reads its stdout."""
+    """One racing interpreter and the thread that reads its protocol lines. Its stderr (where
+    the learner's prints go) is a file, so a chatty child never blocks on a full pipe."""
 
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], errors: IO[bytes]) -> None:
         self.proc = proc
+        self.errors = errors
         self.ready = threading.Event()
         self.result: Racer | None = None
-        self.reader = threading.Thread(target=self._read, name="labkit-racer-reader", daemon=True)
+        self.released = False
         self.hung = False
         self.stderr = ""
+        self.reader = threading.Thread(target=self._read, name="labkit-racer-reader", daemon=True)
 
     @classmethod
     def start(cls, entry: Entry) -> _Child:
+        errors = tempfile.TemporaryFile()  # noqa: SIM115 (closed in finish())
         proc = subprocess.Popen(
             [sys.executable, "-m", "labkit.course.racer"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=errors,
         )
         assert proc.stdin is not None
         proc.stdin.write(base64.b64encode(pickle.dumps(entry)) + b"\n")
         proc.stdin.flush()
-        child = cls(proc)
+        child = cls(proc, errors)
         child.reader.start()
         return child
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
         for raw in self.proc.stdout:
-            line = raw.decode("utf-8", "replace").strip()
-            if line == "ready":
+            mark, _, message = raw.decode("utf-8", "replace").strip().partition(" ")
+            if mark != _MARK:
+                continue
+            if message == "ready":
                 self.ready.set()
-            elif line.startswith("{"):
-                self.result = Racer.from_json(line)
-                self.ready.set()
-                return
+                continue
+            try:
+                self.result = Racer.from_json(message)
+            except (ValueError, TypeError):
+                continue
+            self.ready.set()
+            return
         self.ready.set()  # the child exited without a result
 
     def go(self) -> None:
@@ -356,21 +370,35 @@ class _Child:
         try:
             self.proc.stdin.write(b"go\n")
             self.proc.stdin.flush()
+            self.released = True
         except OSError:  # the child already exited; its outcome says why
             pass
 
-    def stop(self) -> None:
-        self.hung = self.proc.poll() is None
-        if self.hung:
+    def finish(self, grace: float = 1.0) -> None:
+        """Close stdin (a child still waiting for "go" then exits), give it `grace` seconds,
+        then kill it: past the deadline a racer is hung."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        with contextlib.suppress(OSError):
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            self.hung = True
             self.proc.kill()
-        _, err = self.proc.communicate(timeout=10)
-        self.stderr = err.decode("utf-8", "replace").strip()
+            self.proc.wait(10)
+        self.reader.join(5)
+        self.proc.stdout.close()
+        self.errors.seek(0)
+        self.stderr = self.errors.read().decode("utf-8", "replace").strip()
+        self.errors.close()
 
     def outcome(self) -> Racer:
         if self.result is not None:
             return self.result
         if self.hung:
             return Racer("timeout")
+        if not self.released:
+            return Racer("no_start")
         last = self.stderr.splitlines()[-1] if self.stderr else f"exit code {self.proc.returncode}"
         return Racer("crashed", exception=last)
 

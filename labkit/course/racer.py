@@ -8,9 +8,14 @@ an embedding with an unusual `__main__`. Must not import ipywidgets.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from labkit.course.race import child_main
 
 if __name__ == "__main__":
-    child_main(sys.stdin.buffer, sys.stdout)
+    # The protocol keeps the real stdout; the learner's prints (Python's or C's) go to stderr.
+    protocol = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    child_main(sys.stdin.buffer, protocol)

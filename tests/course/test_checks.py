@@ -23,6 +23,7 @@ from labkit.course.checks import (
     Outcome,
     Trial,
     UnknownExercise,
+    is_learner_file,
 )
 from labkit.course.exercises import EXERCISES
 
@@ -370,3 +371,25 @@ def test_a_failed_checkpoint_is_read_with_its_notes() -> None:
     found = read_walkthrough(text)
     assert found[1].passed is True and found[2].passed is False
     assert found[2].notes == ["raised KeyError('x')"]
+
+
+def test_only_the_learners_files_count_as_learner_frames() -> None:
+    import sqlite3
+    import threading as stdlib_module
+
+    import nbclient
+
+    import labkit.course.checks as checks_module
+
+    assert set(Outcome) == {
+        Outcome.PASSED,
+        Outcome.INCORRECT,
+        Outcome.ERROR,
+        Outcome.NOT_ATTEMPTED,
+    }
+    assert is_learner_file(sol.__file__)
+    assert is_learner_file("/tmp/ipykernel_0/1234.py")  # a notebook cell
+    assert is_learner_file("<string>")
+    for library in (checks_module, stdlib_module, sqlite3, nbclient):
+        assert not is_learner_file(str(library.__file__)), library
+    assert not is_learner_file("<frozen importlib._bootstrap>")

@@ -4,8 +4,10 @@ cannot travel races in threads, saying so."""
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import linecache
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -161,3 +163,32 @@ def test_a_racer_that_never_lets_go_is_cut_at_the_bound() -> None:
     assert result.outcome is Outcome.ERROR
     assert "did not finish in time" in result.message
     assert "(the check waits at most 3 s)" in result.message
+
+
+def test_a_racer_printing_protocol_lookalikes_does_not_confuse_the_race() -> None:
+    result = run_race(sol.chatty)
+    assert result.outcome is Outcome.PASSED and result.message == "ex1 · two processes race: passed"
+
+
+def test_a_function_the_child_cannot_import_falls_back_to_threads(tmp_path: Path) -> None:
+    # Importable here (registered in sys.modules) but on no path the child knows.
+    source = tmp_path / "vanishing_cell.py"
+    source.write_text(
+        "from exercise_solutions import claim_and_delete as reference\n\n"
+        "def claim_and_delete(*args):\n    return reference(*args)\n"
+    )
+    spec = importlib.util.spec_from_file_location("vanishing_cell", source)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["vanishing_cell"] = module
+    try:
+        spec.loader.exec_module(module)
+        assert isinstance(carry(module.claim_and_delete), ByReference)
+        result = run_race(module.claim_and_delete)
+    finally:
+        del sys.modules["vanishing_cell"]
+    assert result.outcome is Outcome.PASSED
+    assert result.message == (
+        "ex1 · two processes race: passed (raced with threads because it could not be rebuilt "
+        "in another process (ModuleNotFoundError: No module named 'vanishing_cell'))"
+    )
