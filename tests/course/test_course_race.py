@@ -152,7 +152,7 @@ def test_threads_catch_the_check_then_act_race_too() -> None:
     def select_then_insert(*args: Any) -> Any:
         return wrong(*args)  # a closure: cannot travel, so the race uses threads
 
-    result = run_race(select_then_insert)
+    result = run_race(select_then_insert, race_statement_delay=0.3)
     assert result.outcome is Outcome.INCORRECT
     assert "two threads, each with its own connection" in result.message
     assert "the notes deleted are: note-7, note-8" in result.message
