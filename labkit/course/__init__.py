@@ -6,6 +6,18 @@ imports ipywidgets. Must not be imported by the protocol core, a transport or a 
 dependency points one way, from the course down to the core.
 """
 
+from labkit.course.checks import CheckReport, CheckResult, Outcome, check, hint
 from labkit.course.host import Host, McpError, Pending, TooManyRounds, TransportError
 
-__all__ = ["Host", "McpError", "Pending", "TooManyRounds", "TransportError"]
+__all__ = [
+    "CheckReport",
+    "CheckResult",
+    "Host",
+    "McpError",
+    "Outcome",
+    "Pending",
+    "TooManyRounds",
+    "TransportError",
+    "check",
+    "hint",
+]
