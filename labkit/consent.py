@@ -6,7 +6,7 @@ ask through URL mode), and `ConsentService`: minting one-time links bound to a p
 pending request, the anti-forgery token of the consent page, and granting (the credential is
 generated here and stored server-side; it never travels in an MCP message, a form, a URL or a
 log line). Pure: the store, the clock, the key ring and the id sources are injected. Must not
-import a transport, starlette or a tool.
+import a transport or the core.
 
 Why URL mode (LESSON.md section 7): the report service's grant is a third-party credential;
 form mode would route it through the MCP client and possibly the model's context.

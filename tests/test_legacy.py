@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import TPS, Lab, build_lab, check_wire, request
+from helpers import TPS, Lab, build_lab, check_wire, request
 from test_http import serving
 from test_notes_export import ExportLab, build_export_lab
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import (
+from helpers import (
     FORM,
     KEY_A,
     MISSING,

@@ -4,7 +4,7 @@ Owns: `ConsentLink` (a pending one-time link, bound to a principal and to the re
 asked), `Grant` (the outcome of using a link), the `ConsentStore` contract, and its memory and
 SQLite backends. The credential is a server-side secret: it goes in, comes back out only from
 `credential()`, and is never part of a `repr`, an exception or a log line here.
-Must not import the server, a tool or a transport.
+Must not import the server or a transport.
 """
 
 from __future__ import annotations

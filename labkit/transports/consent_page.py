@@ -13,7 +13,7 @@ whoever holds the URL. The form's hidden token is an HMAC over the link id and t
 compared in constant time; because browsers resend Basic credentials on their own, the token
 (plus the Origin check) is what stops a cross-site POST.
 
-Must not import the core server or a tool.
+Must not import the core.
 """
 
 from __future__ import annotations

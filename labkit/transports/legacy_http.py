@@ -9,7 +9,8 @@ and the SSE response stream of a `tools/call` that needs input: live `elicitatio
 session. The session logic itself is `labkit.legacy`, which is sans-IO.
 
 Sessions live in this process: a deployment with several instances must route a session's
-requests to the instance that minted it (sticky sessions). Must not import the core's tools.
+requests to the instance that minted it (sticky sessions). Must not import the course toolkit
+or the grader.
 """
 
 from __future__ import annotations

@@ -23,7 +23,6 @@ from labkit import legacy as legacy_adapter
 from labkit.errors import INVALID_REQUEST, ProtocolError
 from labkit.legacy import LegacyCall, LegacySession, Step, is_response
 from labkit.server import RequestContext, Server
-from labkit.transports.envelope import notification_error
 from labkit.wire import META_VERSION, decode, encode, error_response, parse_error_response
 
 log = logging.getLogger("labkit.transports.stdio")
@@ -152,9 +151,7 @@ class StdioTransport:
         if self.legacy and _legacy_era(message, self.session):
             response = self._answer_legacy(message)
             return None if response is None else encode(response) + b"\n"
-        if isinstance(message, dict) and "id" not in message:
-            invalid = notification_error(message)
-            return None if invalid is None else encode(error_response(None, invalid)) + b"\n"
+        # The core tells a notification (None: no output) from an invalid id-less object.
         response = self.server.handle(message, self.context)
         return None if response is None else encode(response) + b"\n"
 
