@@ -1,6 +1,7 @@
 """The two store contracts the core depends on, and the deletion commit built on them.
 
-Owns: `Note`, `NoteStore`, `ReplayStore`, `AtomicDeleter`, `Confirmation`, `commit_deletion`.
+Owns: `Note`, `NoteStore`, `ReplayStore`, `AtomicDeleter`, `Confirmation`, `commit_deletion`,
+and `StoreBusy`, the one exception a backend raises for "try again later".
 Backends live in submodules (`memory`, and the persistent ones); the core imports only this
 module, so a backend never leaks into the protocol logic.
 """
@@ -29,6 +30,12 @@ class Note:
     path: Path
     title: str
     identity: str
+
+
+class StoreBusy(RuntimeError):
+    """The store could not do the work in time (a database that stayed locked). Nothing was
+    claimed or deleted, and the caller may try the same request again: the core answers it
+    with the busy error (-32001, HTTP 503), never as an internal error or a replay."""
 
 
 class Claim(enum.Enum):

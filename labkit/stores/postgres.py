@@ -26,7 +26,15 @@ from psycopg.conninfo import conninfo_to_dict
 
 from labkit.clock import Clock, system_clock
 from labkit.scope import Path, parse_file_uri
-from labkit.stores import Claim, Confirmation, Deletion, Note, ReplayStore, claim_then_delete
+from labkit.stores import (
+    Claim,
+    Confirmation,
+    Deletion,
+    Note,
+    ReplayStore,
+    StoreBusy,
+    claim_then_delete,
+)
 from labkit.stores.memory import DEFAULT_CAPACITY, DEFAULT_PER_PRINCIPAL
 from labkit.stores.sql import (
     NOTE_COLUMNS,
@@ -134,6 +142,7 @@ class PostgresStore(ThreadConnections[Connection]):
         capacity: int = DEFAULT_CAPACITY,
         per_principal: int = DEFAULT_PER_PRINCIPAL,
         connect_timeout: int = CONNECT_TIMEOUT_SECONDS,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if not _SCHEMA_NAME.fullmatch(schema):
             raise ValueError(
@@ -146,6 +155,7 @@ class PostgresStore(ThreadConnections[Connection]):
         self._dsn = dsn
         self._connect_timeout = connect_timeout
         self._clock = clock
+        self._sleep = sleep  # injected, as in SqliteStore: tests watch retries without waiting
         name = sql.Identifier(schema)
         self._q = {k: sql.SQL(v).format(s=name).as_string(None) for k, v in _QUERIES.items()}
         self._ddl = [sql.SQL(v).format(s=name).as_string(None) for v in _DDL]
@@ -186,9 +196,13 @@ class PostgresStore(ThreadConnections[Connection]):
                 return result
             except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected) as exc:
                 if attempt == MAX_ATTEMPTS:
-                    raise
+                    # Every attempt was rolled back: nothing happened, the caller may retry.
+                    raise StoreBusy(
+                        f"{self!r}: {MAX_ATTEMPTS} attempts met {type(exc).__name__}; "
+                        "nothing was changed"
+                    ) from exc
                 log.info("transaction retried after %s", type(exc).__name__)
-                time.sleep(delay * random.uniform(0.5, 1.0))
+                self._sleep(delay * random.uniform(0.5, 1.0))
                 delay = min(delay * 2, 0.2)
             except psycopg.OperationalError:
                 if conn.broken or conn.closed:
