@@ -214,6 +214,16 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def _own_host_names(host: str) -> tuple[str, ...]:
+    """The `Host` names of the listening address itself, as a client would type it in the URL
+    the server logs (any port): `127.0.0.2`, `[::2]`, `example.internal`. A wildcard address
+    names no host; clients reach it through a configured name or the loopback names."""
+    bare = host.strip("[]")
+    if bare in ("0.0.0.0", "::", ""):
+        return ()
+    return (f"[{bare}]",) if ":" in bare else (bare.lower(),)
+
+
 @contextmanager
 def _signals(handler: Callable[[], None]) -> Iterator[None]:
     """Route SIGINT and SIGTERM to `handler` for the duration, then restore the old ones."""
@@ -299,9 +309,7 @@ def _serve_http(plan: Plan) -> int:
     from labkit.transports.http import create_app
 
     assert plan.authenticator is not None
-    allowed_hosts = list(plan.allowed_hosts)
-    if not _is_loopback(plan.host) and plan.host not in ("0.0.0.0", "::"):
-        allowed_hosts.append(plan.host)  # the address itself, as a client would type it
+    allowed_hosts = [*plan.allowed_hosts, *_own_host_names(plan.host)]
     app = create_app(
         plan.server,
         plan.authenticator,
