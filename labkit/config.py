@@ -29,6 +29,12 @@ from labkit.server import Server
 from labkit.state import MIN_KEY_BYTES, KeyRing
 from labkit.stores import NoteStore, ReplayStore
 from labkit.stores.open import open_stores
+from labkit.transports.connections import (
+    DEFAULT_HEAD_TIMEOUT_SECONDS,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_HEAD_BYTES,
+    ConnectionLimits,
+)
 
 log = logging.getLogger("labkit.config")
 
@@ -88,6 +94,19 @@ class HttpSettings(_Section):
     allowed_origins: list[str] = []
     max_body_bytes: int = Field(1024 * 1024, ge=1024, le=64 * 1024 * 1024)
     timeout_seconds: float = Field(30.0, gt=0, le=3600)
+    # Hostile clients (transports/connections.py): a connection must finish its request head
+    # within head_timeout_seconds of opening (or of its previous response); a head over
+    # max_head_bytes is refused with 431; at most max_connections are open at once.
+    head_timeout_seconds: float = Field(DEFAULT_HEAD_TIMEOUT_SECONDS, gt=0, le=3600)
+    max_head_bytes: int = Field(DEFAULT_MAX_HEAD_BYTES, ge=4096, le=16 * 1024 * 1024)
+    max_connections: int = Field(DEFAULT_MAX_CONNECTIONS, ge=1, le=1_000_000)
+
+    def connection_limits(self) -> ConnectionLimits:
+        return ConnectionLimits(
+            head_timeout_seconds=self.head_timeout_seconds,
+            max_head_bytes=self.max_head_bytes,
+            max_connections=self.max_connections,
+        )
 
 
 class PrincipalSettings(_Section):

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from labkit.auth import Authenticator
     from labkit.config import SandboxMode
     from labkit.server import Server
+    from labkit.transports.connections import ConnectionLimits
 
 log = logging.getLogger("labkit.serve")
 
@@ -123,6 +124,13 @@ class Plan:
     max_body_bytes: int = 1024 * 1024
     timeout_seconds: float = 30.0
     blocking_methods: frozenset[str] = field(default_factory=lambda: frozenset({"tools/call"}))
+    connection_limits: ConnectionLimits = field(default_factory=lambda: _default_limits())
+
+
+def _default_limits() -> ConnectionLimits:
+    from labkit.transports.connections import ConnectionLimits
+
+    return ConnectionLimits()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -199,6 +207,7 @@ def _config_plan(path: Path, transport: str) -> tuple[Plan, str, int]:
         allowed_origins=tuple(settings.http.allowed_origins),
         max_body_bytes=settings.http.max_body_bytes,
         timeout_seconds=settings.http.timeout_seconds,
+        connection_limits=settings.http.connection_limits(),
     )
     if settings.stores.notes == "memory" and settings.stores.replay == "memory":
         plan.blocking_methods = frozenset()
@@ -306,6 +315,7 @@ def _bind(host: str, port: int) -> socket.socket:
 def _serve_http(plan: Plan) -> int:
     import uvicorn
 
+    from labkit.transports.connections import server_config
     from labkit.transports.http import create_app
 
     assert plan.authenticator is not None
@@ -337,16 +347,7 @@ def _serve_http(plan: Plan) -> int:
         shown = f"[{plan.host.strip('[]')}]" if ":" in plan.host else plan.host
         if not _is_loopback(plan.host):
             log.warning("listening on %s: reachable from the network", plan.host)
-        config = uvicorn.Config(
-            app,
-            log_config=None,
-            access_log=False,
-            server_header=False,
-            proxy_headers=False,
-            ws="none",
-            timeout_graceful_shutdown=5,
-        )
-        server = uvicorn.Server(config)
+        server = uvicorn.Server(server_config(app, plan.connection_limits))
         log.info("serving MCP over Streamable HTTP at http://%s:%d/mcp", shown, bound_port)
         # uvicorn catches SIGINT/SIGTERM itself, shuts down gracefully, restores these handlers
         # and re-raises the signal into them: they only need to not kill the process.

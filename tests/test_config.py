@@ -28,6 +28,7 @@ from labkit.scope import parse_file_uri
 from labkit.server import RequestContext
 from labkit.state import KeyRing, key_id
 from labkit.stores.memory import MemoryNoteStore
+from labkit.transports.connections import ConnectionLimits
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 CURRENT_KEY = hashlib.sha256(b"labkit config test: current").hexdigest().encode()
@@ -152,6 +153,33 @@ def test_http_section_is_optional_and_read_when_present(tmp_path: Path) -> None:
     assert http.port == 9100
     assert http.allowed_origins == ["https://app.example.com"]
     assert http.max_body_bytes == 1024 * 1024 and http.timeout_seconds == 30
+    assert http.connection_limits() == ConnectionLimits()  # the transport's own defaults
+
+
+def test_the_connection_limits_are_read_from_the_http_section(tmp_path: Path) -> None:
+    text = (
+        BASE + "\n[http]\nhead_timeout_seconds = 2.5\nmax_head_bytes = 8192\nmax_connections = 50\n"
+    )
+    limits = load_config(write_config(tmp_path, text)).settings.http.connection_limits()
+    assert limits == ConnectionLimits(
+        head_timeout_seconds=2.5, max_head_bytes=8192, max_connections=50
+    )
+
+
+@pytest.mark.parametrize(
+    ("line", "key"),
+    [
+        ("head_timeout_seconds = 0", "http.head_timeout_seconds"),
+        ('head_timeout_seconds = "10"', "http.head_timeout_seconds"),
+        ("max_head_bytes = 100", "http.max_head_bytes"),
+        ("max_connections = 0", "http.max_connections"),
+        ("max_connections = 1.5", "http.max_connections"),
+    ],
+)
+def test_bad_connection_limits_are_refused_by_key(tmp_path: Path, line: str, key: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(write_config(tmp_path, BASE + f"\n[http]\n{line}\n"))
+    assert caught.value.key == key
 
 
 def test_sqlite_stores_open_and_their_directory_stays_writable_under_the_sandbox(
