@@ -15,7 +15,7 @@ import os
 import stat
 import tomllib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
@@ -26,7 +26,7 @@ from labkit.clock import Clock, system_clock
 from labkit.deployment import create_server
 from labkit.scope import AllowlistAuthorizer, ScopeError, parse_file_uri
 from labkit.server import Server
-from labkit.state import MIN_KEY_BYTES, KeyRing
+from labkit.state import KeyRing, key_problem, parse_key_file
 from labkit.stores import NoteStore, ReplayStore
 from labkit.stores.open import open_stores
 from labkit.transports.connections import (
@@ -125,11 +125,16 @@ class ConfigFile(_Section):
 
 @dataclass(frozen=True)
 class Config:
-    """A validated configuration file and the resolved paths of its signing keys."""
+    """A validated configuration file, the resolved paths of its signing keys, and the keys
+    (read once, in `parse_config`)."""
 
     path: Path
     settings: ConfigFile
     key_files: tuple[Path, ...]
+    keys: tuple[bytes, ...] = field(default=(), repr=False)
+
+    def key_ring(self) -> KeyRing:
+        return KeyRing(self.keys)
 
     def stdio_principal(self) -> str:
         """The principal a stdio server acts for; refused when none is marked `stdio = true`."""
@@ -220,7 +225,7 @@ class Config:
         notes, replay = self.open_stores(clock=clock)
         server = self.settings.server
         return create_server(
-            keys=KeyRing.from_files(self.key_files),
+            keys=self.key_ring(),
             notes=notes,
             replay=replay,
             authorizer=self.authorizer(),
@@ -251,11 +256,16 @@ def parse_config(raw: dict[str, Any], *, base_dir: Path, path: Path | None = Non
     except ValidationError as exc:
         raise _first_error(exc) from None
     _check_principals(settings.principals)
-    key_files = tuple(
-        _check_key_file(base_dir, index, name)
+    keys = [
+        _read_key_file(base_dir, index, name)
         for index, name in enumerate(settings.server.signing_key_files)
+    ]
+    return Config(
+        path or base_dir / "labkit.toml",
+        settings,
+        tuple(path for path, _ in keys),
+        tuple(secret for _, secret in keys),
     )
-    return Config(path or base_dir / "labkit.toml", settings, key_files)
 
 
 def _first_error(exc: ValidationError) -> ConfigError:
@@ -311,7 +321,9 @@ def _check_principals(principals: Sequence[PrincipalSettings]) -> None:
             stdio = index
 
 
-def _check_key_file(base_dir: Path, index: int, name: str) -> Path:
+def _read_key_file(base_dir: Path, index: int, name: str) -> tuple[Path, bytes]:
+    """The path and the key of `server.signing_key_files[index]` (the text-or-raw rule is
+    `state.parse_key_file`; the length rule is `state.key_problem`)."""
     key = f"server.signing_key_files[{index}]"
     path = base_dir / Path(name).expanduser()
     try:
@@ -320,15 +332,13 @@ def _check_key_file(base_dir: Path, index: int, name: str) -> Path:
             raise ConfigError(key, f"{str(path)!r} is not a regular file")
         if info.st_size > MAX_KEY_FILE_BYTES:
             raise ConfigError(key, f"{str(path)!r} is too large to be a key file")
-        secret = path.read_bytes().strip()
+        secret, form = parse_key_file(path.read_bytes())
     except OSError as exc:
         raise ConfigError(key, f"cannot read {str(path)!r}: {exc.strerror}") from None
-    if len(secret) < MIN_KEY_BYTES:
-        raise ConfigError(
-            key,
-            f"{str(path)!r} holds {len(secret)} bytes; a signing key needs at least "
-            f"{MIN_KEY_BYTES} random bytes",
-        )
+    problem = key_problem(secret)
+    if problem is not None:
+        how = "base64 text" if form == "text" else "raw bytes, not base64 text"
+        raise ConfigError(key, f"{str(path)!r} ({how}) {problem}")
     if info.st_mode & 0o077:
         log.warning("signing key file %s is readable by other users; chmod 600 it", path)
-    return path
+    return path, secret
