@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from labkit.auth import TokenAuthenticator
 from labkit.clock import Clock, system_clock
@@ -27,8 +27,10 @@ from labkit.deployment import create_server
 from labkit.scope import AllowlistAuthorizer, ScopeError, parse_file_uri
 from labkit.server import Server
 from labkit.state import KeyRing, key_problem, parse_key_file
-from labkit.stores import NoteStore, ReplayStore
-from labkit.stores.open import open_stores
+from labkit.stores import DEFAULT_CAPACITY, DEFAULT_PER_PRINCIPAL, NoteStore, ReplayStore
+from labkit.stores.filesystem import SymlinkPolicy
+from labkit.stores.open import StoreOpenError, open_stores, spec_file
+from labkit.stores.sql import DEFAULT_SCHEMA, SCHEMA_PATTERN
 from labkit.transports.connections import (
     DEFAULT_HEAD_TIMEOUT_SECONDS,
     DEFAULT_MAX_CONNECTIONS,
@@ -40,6 +42,17 @@ log = logging.getLogger("labkit.config")
 
 SandboxMode = Literal["required", "best_effort", "off"]
 MAX_KEY_FILE_BYTES: Final = 64 * 1024
+
+
+class StoreUnavailable(Exception):
+    """A configured store that could not be opened: the environment refused (`labkit serve`
+    exits 1), not the file. The message names the key, the spec (password masked), the reason
+    and what to check."""
+
+    def __init__(self, key: str, error: StoreOpenError) -> None:
+        super().__init__(f"{key}: {error}")
+        self.key = key
+        self.error = error
 
 
 class ConfigError(ValueError):
@@ -82,9 +95,22 @@ class StoreSettings(_Section):
     notes: str = Field("memory", min_length=1)
     replay: str = Field("memory", min_length=1)
     # The PostgreSQL schema holding labkit's tables (one per deployment sharing a database).
-    schema_: str = Field("labkit", alias="schema", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
+    schema_: str = Field(DEFAULT_SCHEMA, alias="schema", pattern=SCHEMA_PATTERN)
     # The filesystem store's symlink policy (docs/symlink-policy.md).
-    symlinks: Literal["refuse", "within_root"] = "refuse"
+    symlinks: SymlinkPolicy = "refuse"
+    # The replay store's bounds: live confirmations in all, and per principal (so one caller
+    # cannot fill the store for everyone else).
+    replay_capacity: int = Field(DEFAULT_CAPACITY, ge=1, le=100_000_000)
+    replay_per_principal: int = Field(DEFAULT_PER_PRINCIPAL, ge=1, le=100_000_000)
+
+    @model_validator(mode="after")
+    def _share_within_capacity(self) -> StoreSettings:
+        if self.replay_per_principal > self.replay_capacity:
+            raise ValueError(
+                f"replay_per_principal ({self.replay_per_principal}) exceeds replay_capacity "
+                f"({self.replay_capacity})"
+            )
+        return self
 
 
 class HttpSettings(_Section):
@@ -167,8 +193,9 @@ class Config:
         if configured is not None:
             return self.path.resolve().parent / Path(configured).expanduser()
         replay = self.settings.stores.replay
-        if replay.startswith("sqlite:///"):
-            return Path(replay.removeprefix("sqlite://")).parent
+        database = spec_file(replay) if replay.startswith("sqlite:") else None
+        if database is not None:
+            return Path(database).parent
         xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
         return Path(xdg) / "labkit"
 
@@ -182,9 +209,9 @@ class Config:
         return notes, stores.replay
 
     def open_stores(self, *, clock: Clock = system_clock) -> tuple[NoteStore, ReplayStore]:
-        """Open the configured stores; a spec that is not understood is a `ConfigError`.
-        A database that cannot be reached raises its driver's error (an environment problem,
-        not a configuration one)."""
+        """Open the configured stores; a spec that is not understood is a `ConfigError`, a
+        store that cannot be opened (a missing directory, a database that is down) is
+        `StoreUnavailable` (an environment problem, not a configuration one)."""
         notes, replay = self.store_specs()
         if self.settings.stores.notes == "filesystem":
             try:
@@ -193,15 +220,20 @@ class Config:
                 raise ConfigError(
                     "server.state_dir", f"cannot create {str(self.state_dir())!r}: {exc.strerror}"
                 ) from None
+        stores = self.settings.stores
         try:
             return open_stores(
                 notes,
                 replay,
                 workspaces=self.workspaces(),
                 clock=clock,
-                schema=self.settings.stores.schema_,
-                symlinks=self.settings.stores.symlinks,
+                capacity=stores.replay_capacity,
+                per_principal=stores.replay_per_principal,
+                schema=stores.schema_,
+                symlinks=stores.symlinks,
             )
+        except StoreOpenError as exc:
+            raise StoreUnavailable(f"stores.{exc.role}", exc) from exc
         except ValueError as exc:
             # `open_stores` names the role first: "notes store spec ..." or "replay ...".
             key = "stores.replay" if str(exc).startswith("replay") else "stores.notes"
@@ -216,9 +248,9 @@ class Config:
         if notes.startswith("filesystem"):
             paths += [Path("/" + "/".join(parse_file_uri(w))) for w in self.workspaces()]
         for spec in (notes, replay):
-            scheme, sep, rest = spec.partition("://")
-            if sep and scheme in ("sqlite", "filesystem") and rest.startswith("/"):
-                paths.append(Path(rest).parent)
+            database = spec_file(spec)
+            if database is not None:
+                paths.append(Path(database).parent)
         return tuple(dict.fromkeys(paths))
 
     def build_server(self, *, clock: Clock = system_clock) -> Server:

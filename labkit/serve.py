@@ -136,14 +136,18 @@ def _default_limits() -> ConnectionLimits:
 def run(args: argparse.Namespace) -> int:
     if log.getEffectiveLevel() > logging.INFO:
         log.setLevel(logging.INFO)  # start-up facts (address, principal, sandbox) always show
-    from labkit.config import ConfigError
+    from labkit.config import ConfigError, StoreUnavailable
 
+    where = f"{args.config}: " if args.config is not None else ""
     try:
         plan = _plan(args)
     except ConfigError as exc:
-        where = f"{args.config}: " if args.config is not None else ""
         print(f"labkit serve: {where}{exc}", file=sys.stderr)
         return EXIT_CONFIG
+    except StoreUnavailable as exc:
+        log.debug("start-up failed", exc_info=True)
+        print(f"labkit serve: {where}{exc}", file=sys.stderr)
+        return EXIT_ENVIRONMENT
     except Exception as exc:
         # A store that cannot be opened (database down, disk refused): the environment, not
         # the file. One line by default; the traceback with --verbose.

@@ -28,7 +28,8 @@ from labkit.deployment import create_server
 from labkit.scope import parse_file_uri
 from labkit.server import RequestContext
 from labkit.state import key_id
-from labkit.stores.memory import MemoryNoteStore
+from labkit.stores import DEFAULT_CAPACITY, DEFAULT_PER_PRINCIPAL, Claim
+from labkit.stores.memory import MemoryNoteStore, MemoryReplayStore
 from labkit.transports.connections import ConnectionLimits
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -624,4 +625,73 @@ def test_serve_reports_an_unreachable_database_with_exit_1_and_one_line(tmp_path
     assert proc.returncode == 1
     lines = proc.stderr.decode().splitlines()
     assert len(lines) == 1, lines
-    assert lines[0].startswith("labkit serve: cannot start: OperationalError: ")
+    assert lines[0].startswith(
+        f"labkit serve: {path}: stores.replay: cannot open the replay store {spec!r}: "
+    )
+    assert "Check that the PostgreSQL server is running" in lines[0]
+
+
+def test_serve_names_the_key_and_path_of_a_sqlite_file_that_cannot_be_opened(
+    tmp_path: Path,
+) -> None:
+    spec = f"sqlite://{tmp_path}/no-such-dir/r.db"
+    path = write_config(tmp_path, BASE.replace('replay = "memory"', f'replay = "{spec}"'))
+    proc = serve("--config", str(path))
+    assert proc.returncode == 1
+    assert proc.stderr.decode().splitlines() == [
+        f"labkit serve: {path}: stores.replay: cannot open the replay store {spec!r}: unable to "
+        "open database file. Check that its directory exists and that this user may create "
+        "files in it (SQLite keeps -wal and -shm files beside the database)."
+    ]
+
+
+def test_the_replay_bounds_are_settings_with_the_stores_defaults(tmp_path: Path) -> None:
+    config = load_config(write_config(tmp_path))
+    assert config.settings.stores.replay_capacity == DEFAULT_CAPACITY
+    assert config.settings.stores.replay_per_principal == DEFAULT_PER_PRINCIPAL
+    text = BASE.replace(
+        'replay = "memory"', 'replay = "memory"\nreplay_capacity = 5\nreplay_per_principal = 2'
+    )
+    _, replay = load_config(write_config(tmp_path, text)).open_stores()
+    assert isinstance(replay, MemoryReplayStore)
+    assert (replay.capacity, replay.per_principal) == (5, 2)
+    claims = [replay.claim("alice", f"n{i}", 1e12) for i in range(3)]
+    assert claims == [Claim.CLAIMED, Claim.CLAIMED, Claim.FULL]
+
+
+@pytest.mark.parametrize(
+    ("lines", "key", "problem"),
+    [
+        ("replay_capacity = 0", "stores.replay_capacity", "greater than or equal to 1"),
+        ('replay_capacity = "10"', "stores.replay_capacity", "valid integer"),
+        ("replay_per_principal = -1", "stores.replay_per_principal", "greater than or equal"),
+        ("replay_capacity = 5\nreplay_per_principal = 6", "stores", "exceeds replay_capacity"),
+    ],
+)
+def test_bad_replay_bounds_are_refused_naming_the_key(
+    tmp_path: Path, lines: str, key: str, problem: str
+) -> None:
+    text = BASE.replace('replay = "memory"', f'replay = "memory"\n{lines}')
+    with pytest.raises(ConfigError) as caught:
+        load_config(write_config(tmp_path, text))
+    assert caught.value.key == key
+    assert problem in caught.value.problem
+
+
+@pytest.mark.parametrize("slashes", ["///", "////"])
+def test_both_absolute_sqlite_forms_work_in_a_config(tmp_path: Path, slashes: str) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    spec = f"sqlite:{slashes}{str(state / 'replay.db').lstrip('/')}"
+    config = load_config(
+        write_config(tmp_path, BASE.replace('replay = "memory"', f'replay = "{spec}"'))
+    )
+    assert config.state_dir() == state
+    assert config.sandbox_paths() == (state,)
+    _, replay = config.open_stores()
+    try:
+        assert (state / "replay.db").exists()
+    finally:
+        close = getattr(replay, "close", None)
+        assert close is not None
+        close()

@@ -27,6 +27,8 @@ from psycopg.conninfo import conninfo_to_dict
 from labkit.clock import Clock, system_clock
 from labkit.scope import Path, parse_file_uri
 from labkit.stores import (
+    DEFAULT_CAPACITY,
+    DEFAULT_PER_PRINCIPAL,
     Claim,
     Confirmation,
     Deletion,
@@ -34,10 +36,12 @@ from labkit.stores import (
     ReplayStore,
     StoreBusy,
     claim_then_delete,
+    replay_bounds,
 )
-from labkit.stores.memory import DEFAULT_CAPACITY, DEFAULT_PER_PRINCIPAL
 from labkit.stores.sql import (
+    DEFAULT_SCHEMA,
     NOTE_COLUMNS,
+    SCHEMA_PATTERN,
     Row,
     ThreadConnections,
     below,
@@ -46,16 +50,14 @@ from labkit.stores.sql import (
     new_epoch,
     note_from_row,
     path_text,
-    replay_bounds,
 )
 
 log = logging.getLogger("labkit.stores.postgres")
 
-DEFAULT_SCHEMA: Final = "labkit"
 CONNECT_TIMEOUT_SECONDS: Final = 10
 MAX_ATTEMPTS: Final = 20
 GC_BATCH: Final = 100
-_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_SCHEMA_NAME = re.compile(SCHEMA_PATTERN)
 
 # Every identifier below is the validated schema name, quoted by psycopg.sql.
 # COLLATE "C": code point order, the order Python sorts `find` results in and the order the

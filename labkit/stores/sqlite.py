@@ -24,6 +24,8 @@ from typing import Final, TypeVar
 from labkit.clock import Clock, system_clock
 from labkit.scope import Path, parse_file_uri
 from labkit.stores import (
+    DEFAULT_CAPACITY,
+    DEFAULT_PER_PRINCIPAL,
     Claim,
     Confirmation,
     Deletion,
@@ -31,8 +33,8 @@ from labkit.stores import (
     ReplayStore,
     StoreBusy,
     claim_then_delete,
+    replay_bounds,
 )
-from labkit.stores.memory import DEFAULT_CAPACITY, DEFAULT_PER_PRINCIPAL
 from labkit.stores.sql import (
     NOTE_COLUMNS,
     Row,
@@ -43,7 +45,6 @@ from labkit.stores.sql import (
     new_epoch,
     note_from_row,
     path_text,
-    replay_bounds,
 )
 
 log = logging.getLogger("labkit.stores.sqlite")
