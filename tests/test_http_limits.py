@@ -263,7 +263,7 @@ ALICE_TOKEN = "alice-token"
 
 def write_config(directory: Path) -> Path:
     key = directory / "signing.key"
-    key.write_bytes(b"k" * 32)
+    key.write_bytes(bytes(range(100, 140)))  # raw bytes, not base64 text
     key.chmod(0o600)
     config = directory / "labkit.toml"
     config.write_text(
