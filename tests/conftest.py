@@ -461,3 +461,10 @@ def _output_schema(server: Server, name: str) -> dict[str, Any] | None:
             schema: dict[str, Any] | None = tool.get("outputSchema")
             return schema
     return None
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # Stop the throwaway PostgreSQL a session may have started (tests/store_backends.py).
+    from store_backends import stop_session_postgres
+
+    stop_session_postgres()
