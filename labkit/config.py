@@ -17,13 +17,14 @@ import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from labkit.auth import TokenAuthenticator
 from labkit.clock import Clock, system_clock
 from labkit.deployment import create_server
+from labkit.sandbox import Mode as SandboxMode
 from labkit.scope import AllowlistAuthorizer, ScopeError, parse_file_uri
 from labkit.server import Server
 from labkit.state import KeyRing, key_problem, parse_key_file
@@ -31,16 +32,19 @@ from labkit.stores import DEFAULT_CAPACITY, DEFAULT_PER_PRINCIPAL, NoteStore, Re
 from labkit.stores.filesystem import SymlinkPolicy
 from labkit.stores.open import StoreOpenError, open_stores, spec_file
 from labkit.stores.sql import DEFAULT_SCHEMA, SCHEMA_PATTERN
-from labkit.transports.connections import (
+from labkit.transports.limits import (
     DEFAULT_HEAD_TIMEOUT_SECONDS,
+    DEFAULT_HOST,
+    DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_HEAD_BYTES,
+    DEFAULT_PORT,
+    DEFAULT_TIMEOUT_SECONDS,
     ConnectionLimits,
 )
 
 log = logging.getLogger("labkit.config")
 
-SandboxMode = Literal["required", "best_effort", "off"]
 MAX_KEY_FILE_BYTES: Final = 64 * 1024
 
 
@@ -114,12 +118,12 @@ class StoreSettings(_Section):
 
 
 class HttpSettings(_Section):
-    host: str = Field("127.0.0.1", min_length=1)
-    port: int = Field(8000, ge=0, le=65_535)
+    host: str = Field(DEFAULT_HOST, min_length=1)
+    port: int = Field(DEFAULT_PORT, ge=0, le=65_535)
     allowed_hosts: list[str] = []
     allowed_origins: list[str] = []
-    max_body_bytes: int = Field(1024 * 1024, ge=1024, le=64 * 1024 * 1024)
-    timeout_seconds: float = Field(30.0, gt=0, le=3600)
+    max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1024, le=64 * 1024 * 1024)
+    timeout_seconds: float = Field(DEFAULT_TIMEOUT_SECONDS, gt=0, le=3600)
     # Hostile clients (transports/connections.py): a connection must finish its request head
     # within head_timeout_seconds of opening (or of its previous response); a head over
     # max_head_bytes is refused with 431; at most max_connections are open at once.

@@ -24,16 +24,21 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Final
 
+from labkit.transports.limits import (
+    DEFAULT_HOST,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_PORT,
+    DEFAULT_TIMEOUT_SECONDS,
+    ConnectionLimits,
+)
+
 if TYPE_CHECKING:
     from labkit.auth import Authenticator
-    from labkit.config import SandboxMode
+    from labkit.sandbox import Mode as SandboxMode
     from labkit.server import Server
-    from labkit.transports.connections import ConnectionLimits
 
 log = logging.getLogger("labkit.serve")
 
-DEFAULT_HOST: Final = "127.0.0.1"
-DEFAULT_PORT: Final = 8000
 EXIT_OK: Final = 0
 EXIT_ENVIRONMENT: Final = 1
 EXIT_CONFIG: Final = 2
@@ -121,16 +126,10 @@ class Plan:
     port: int = DEFAULT_PORT
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
-    max_body_bytes: int = 1024 * 1024
-    timeout_seconds: float = 30.0
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
     blocking_methods: frozenset[str] = field(default_factory=lambda: frozenset({"tools/call"}))
-    connection_limits: ConnectionLimits = field(default_factory=lambda: _default_limits())
-
-
-def _default_limits() -> ConnectionLimits:
-    from labkit.transports.connections import ConnectionLimits
-
-    return ConnectionLimits()
+    connection_limits: ConnectionLimits = field(default_factory=ConnectionLimits)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -30,7 +30,7 @@ from labkit.server import RequestContext
 from labkit.state import key_id
 from labkit.stores import DEFAULT_CAPACITY, DEFAULT_PER_PRINCIPAL, Claim
 from labkit.stores.memory import MemoryNoteStore, MemoryReplayStore
-from labkit.transports.connections import ConnectionLimits
+from labkit.transports.limits import ConnectionLimits
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 CURRENT_KEY = hashlib.sha256(b"labkit config test: current").hexdigest().encode()

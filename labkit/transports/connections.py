@@ -22,17 +22,17 @@ import logging
 import math
 import os
 import resource
-from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from labkit.transports.limits import ConnectionLimits
+
+__all__ = ["ConnectionLimits", "GuardedProtocol", "descriptor_budget", "server_config"]
+
 log = logging.getLogger("labkit.transports.connections")
 
-DEFAULT_HEAD_TIMEOUT_SECONDS: Final = 10.0
-DEFAULT_MAX_HEAD_BYTES: Final = 64 * 1024
-DEFAULT_MAX_CONNECTIONS: Final = 1000
 # Descriptors kept back from connections: worker threads' database connections (SQLite opens
 # three files per connection in WAL mode), the journal, logs, the interpreter's own files.
 RESERVED_DESCRIPTORS: Final = 128
@@ -48,24 +48,6 @@ _HEAD_TOO_LARGE: Final = (
     b"\r\n"
     b"Request Header Fields Too Large: refused\n"
 )
-
-
-@dataclass(frozen=True)
-class ConnectionLimits:
-    """`head_timeout_seconds`: from the moment a connection opens (or its previous response is
-    sent) until the end of the request head. `max_head_bytes`: request line plus headers.
-    `max_connections`: open connections at once (further bounded by the descriptor limit)."""
-
-    head_timeout_seconds: float = DEFAULT_HEAD_TIMEOUT_SECONDS
-    max_head_bytes: int = DEFAULT_MAX_HEAD_BYTES
-    max_connections: int = DEFAULT_MAX_CONNECTIONS
-
-    def __post_init__(self) -> None:
-        timeout = self.head_timeout_seconds
-        if not (timeout > 0 and math.isfinite(timeout)):
-            raise ValueError("head_timeout_seconds must be a positive number")
-        if self.max_head_bytes < 1 or self.max_connections < 1:
-            raise ValueError("max_head_bytes and max_connections must be positive")
 
 
 def descriptor_budget(requested: int) -> int:
