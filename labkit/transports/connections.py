@@ -80,7 +80,7 @@ class _Admission:
             return
         # Make room by closing the connection that has waited longest without a complete
         # head: a request in progress is never cut, and an attacker's idle sockets go first.
-        victim = next((p for p in self.waiting if p is not new), new)
+        victim = next((p for p in self.waiting if p is not new and not p.busy()), new)
         self.forget(victim)
         victim.transport.close()
         self.evicted += 1
@@ -174,11 +174,21 @@ class GuardedProtocol(HttpToolsProtocol):
             self._head_timer = None
         self.admission.waiting.pop(self, None)
 
+    def busy(self) -> bool:
+        """Whether a request on this connection is being answered."""
+        return self.cycle is not None and not self.cycle.response_complete
+
     def _head_expired(self) -> None:
         self._head_timer = None
         self.admission.waiting.pop(self, None)
-        if not self.transport.is_closing():
-            log.debug("closing %s: no complete request head in time", self.client)
+        if self.transport.is_closing():
+            return
+        log.debug("closing %s: no complete request head in time", self.client)
+        if self.busy():
+            # A pipelined head stalled behind a request in progress: answer that request,
+            # then close (uvicorn closes after a response that must not keep the connection).
+            self.cycle.keep_alive = False
+        else:
             self.transport.close()
 
     def _refuse_head(self) -> None:
