@@ -25,13 +25,16 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 import uvicorn
-from conftest import build_lab, request
+from conftest import build_lab, call_message, request
+from test_http import Stalling
 
 from labkit.auth import demo_authenticator, hash_token
+from labkit.server import Server
 from labkit.transports.connections import ConnectionLimits, server_config
 from labkit.transports.http import create_app
 
@@ -42,13 +45,14 @@ DISCOVER = request(1, "server/discover")
 
 
 @contextmanager
-def serving(limits: ConnectionLimits) -> Iterator[tuple[str, int]]:
-    """The demo lab under uvicorn with labkit's guarded protocol, in a thread; yields the
-    loopback address."""
+def serving(limits: ConnectionLimits, app: Any = None) -> Iterator[tuple[str, int]]:
+    """`app` (default: the demo lab) under uvicorn with labkit's guarded protocol, in a
+    thread; yields the loopback address."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     sock.listen(256)
-    app = create_app(build_lab().server, demo_authenticator())
+    if app is None:
+        app = create_app(build_lab().server, demo_authenticator())
     server = uvicorn.Server(server_config(app, limits, lifespan="off"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]})
     thread.start()
@@ -61,11 +65,14 @@ def serving(limits: ConnectionLimits) -> Iterator[tuple[str, int]]:
         assert not thread.is_alive(), "uvicorn did not stop"
 
 
-def head(port: int, body: bytes, extra: str = "") -> bytes:
+def head(
+    port: int, body: bytes, extra: str = "", method: str = "server/discover", name: str = ""
+) -> bytes:
+    routing = f"Mcp-Method: {method}\r\n" + (f"Mcp-Name: {name}\r\n" if name else "")
     return (
         f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer demo-alice\r\n"
         f"Content-Type: application/json\r\nMCP-Protocol-Version: 2026-07-28\r\n"
-        f"Mcp-Method: server/discover\r\nContent-Length: {len(body)}\r\n{extra}\r\n"
+        f"{routing}Content-Length: {len(body)}\r\n{extra}\r\n"
     ).encode()
 
 
@@ -176,6 +183,25 @@ def test_a_slow_body_is_not_cut_by_the_head_deadline() -> None:
         sock.sendall(body)
         status, answer = read_response(sock)
         assert status == 200 and json.loads(answer)["id"] == 1
+
+
+def test_a_stalled_pipelined_head_lets_the_request_in_progress_finish_then_closes() -> None:
+    stalling = Stalling()
+    app = create_app(Server([stalling]), demo_authenticator())
+    try:
+        with serving(QUICK, app) as address, connect(address) as sock:
+            body = json.dumps(call_message(1, "stall", {})).encode()
+            call = head(address[1], body, method="tools/call", name="stall") + body
+            sock.sendall(call + b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1")  # half a second head
+            assert stalling.entered.wait(WAIT)
+            readable, _, _ = select.select([sock], [], [], HEAD_TIMEOUT * 4)
+            assert not readable, "the request in progress was cut by the stalled head's deadline"
+            stalling.release.set()
+            status, answer = read_response(sock)
+            assert status == 200 and json.loads(answer)["id"] == 1
+            assert closed_by_server(sock)
+    finally:
+        stalling.release.set()
 
 
 def test_keep_alive_requests_each_get_the_deadline_afresh() -> None:
