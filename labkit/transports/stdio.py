@@ -9,15 +9,14 @@ to the logging system (stderr); the output stream carries protocol messages only
 from __future__ import annotations
 
 import logging
-from typing import BinaryIO, Final
+from typing import BinaryIO
 
 from labkit.errors import INVALID_REQUEST, ProtocolError
 from labkit.server import RequestContext, Server
+from labkit.transports.limits import DEFAULT_MAX_LINE_BYTES
 from labkit.wire import decode, encode, error_response, parse_error_response
 
 log = logging.getLogger("labkit.transports.stdio")
-
-DEFAULT_MAX_LINE_BYTES: Final = 4 * 1024 * 1024
 
 
 class _Stopped(Exception):
