@@ -1,0 +1,208 @@
+"""The grading kernel's first instructions: limits, an unprivileged user, Landlock, then ipykernel.
+
+    python -m labkit.grade.launcher --memory BYTES --cpu SECONDS --nproc N --fsize BYTES
+        [--sandbox required|best_effort|off] -- -f CONNECTION_FILE ...
+
+Owns: what a learner's code may touch. The grader writes a kernelspec whose argv starts here
+(`kernel.kernelspec`); this module runs in the kernel process, before ipykernel and before any
+thread exists, and:
+
+1. sets resource limits (address space, CPU seconds, processes, file size, no core dumps), so
+   a 6 GB allocation becomes `MemoryError`, a CPU hog is killed, a fork bomb stops;
+2. when started as root, drops every capability (a process-count limit means nothing to a
+   process holding CAP_SYS_RESOURCE, and CAP_DAC_OVERRIDE bypasses file permissions);
+3. applies Landlock: read-write on the scratch directory (the working directory) only;
+   read-only on the Python installation and a few system files, *except* `labkit/grade/`
+   (the hidden checks' source); no TCP; no signals or abstract sockets outside the kernel;
+4. replaces itself with ipykernel (same process, so the restrictions stay).
+
+Landlock cannot carve a hole in a granted tree, so a tree that holds `labkit/grade/` is granted
+piecewise: listing on the tree (names only), full reads on every sibling on the way down, and
+nothing on `labkit/grade/` itself (`readable_rules`).
+
+Must not import nbclient, pydantic, the grader or the hidden checks: it is the kernel's first
+code and everything it imports is loaded before the restriction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import resource
+import site
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Final
+
+import landlockpy
+from landlockpy import AccessFS, AccessNet, Scope
+
+from labkit.sandbox import READ_ONLY, SYSTEM_READ_ONLY, thread_count
+
+PROTECTED: Final = Path(__file__).resolve().parent  # labkit/grade: the hidden checks live here
+# Files a Python process reads through libc name lookups (getpass, pwd); none holds a secret.
+EXTRA_READ_ONLY: Final = ("/etc/passwd", "/etc/group")
+DEVICES_READ_WRITE: Final = ("/dev/null",)
+_PR_CAPBSET_DROP: Final = 24
+_PR_CAP_AMBIENT: Final = 47
+_PR_CAP_AMBIENT_CLEAR_ALL: Final = 4
+_LINUX_CAPABILITY_VERSION_3: Final = 0x20080522
+_FILE_RIGHTS: Final = (
+    AccessFS.EXECUTE | AccessFS.WRITE_FILE | AccessFS.READ_FILE | AccessFS.TRUNCATE
+)
+
+
+class LaunchError(RuntimeError):
+    """The kernel must not start: a limit or the required sandbox could not be applied."""
+
+
+def python_roots() -> list[Path]:
+    """Where the interpreter and its packages live (the labkit package too, for an editable
+    install outside site-packages), plus the system files a Python process reads."""
+    import labkit
+
+    candidates = [
+        sys.prefix,
+        sys.exec_prefix,
+        sys.base_prefix,
+        sys.base_exec_prefix,
+        *site.getsitepackages(),
+        os.path.dirname(os.path.abspath(labkit.__file__)),
+        *SYSTEM_READ_ONLY,
+        *EXTRA_READ_ONLY,
+    ]
+    return _distinct(Path(os.path.abspath(p)) for p in candidates if os.path.exists(p))
+
+
+def _distinct(paths: Iterable[Path]) -> list[Path]:
+    """Paths in order, without repeats and without those beneath another listed path."""
+    ordered = list(dict.fromkeys(paths))
+    return [p for p in ordered if not any(o != p and p.is_relative_to(o) for o in ordered)]
+
+
+def readable_rules(roots: Sequence[Path], protected: Path) -> list[tuple[Path, AccessFS]]:
+    """Read rules for `roots` that leave the files beneath `protected` unreadable."""
+    rules: list[tuple[Path, AccessFS]] = []
+    for root in roots:
+        if root == protected or root.is_relative_to(protected):
+            continue
+        if not protected.is_relative_to(root):
+            rules.append((root, READ_ONLY))
+            continue
+        rules.append((root, AccessFS.READ_DIR))  # names beneath root, not contents
+        current = root
+        for part in protected.relative_to(root).parts:
+            step = current / part
+            for child in sorted(current.iterdir()):
+                if child != step:
+                    rules.append((child, READ_ONLY))
+            current = step
+    return rules
+
+
+def set_limits(memory: int, cpu: int, nproc: int, fsize: int) -> None:
+    """`nproc` more tasks than the user already runs: the limit counts the user's tasks on the
+    whole machine, and a grader running as root shares its user with every system daemon."""
+    nproc += tasks_of(os.getuid())
+    for limit, value in (
+        (resource.RLIMIT_AS, memory),
+        (resource.RLIMIT_CPU, cpu),
+        (resource.RLIMIT_NPROC, nproc),
+        (resource.RLIMIT_FSIZE, fsize),
+        (resource.RLIMIT_CORE, 0),
+    ):
+        resource.setrlimit(limit, (value, value))
+
+
+def tasks_of(uid: int) -> int:
+    """Tasks (threads) the kernel counts against RLIMIT_NPROC for `uid`, machine-wide."""
+    count = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if os.stat(entry.path).st_uid == uid:
+                    count += len(os.listdir(os.path.join(entry.path, "task")))
+            except OSError:
+                continue  # the process ended while we looked
+    return count
+
+
+def drop_capabilities() -> None:
+    """Root without capabilities: RLIMIT_NPROC now binds (CAP_SYS_RESOURCE and CAP_SYS_ADMIN
+    bypass it), file permissions apply (no CAP_DAC_OVERRIDE), and nothing can be regained
+    (bounding set emptied; Landlock sets no_new_privs)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in range(64):
+        if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            break  # EINVAL: past the last capability this kernel knows
+    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable x 2 words: all empty
+    if libc.capset(ctypes.byref(header), ctypes.byref(data)) != 0:
+        raise LaunchError(f"could not drop capabilities: {os.strerror(ctypes.get_errno())}")
+
+
+def confine(scratch: Path, mode: str) -> str:
+    """Apply Landlock; returns what happened. Mode "required" raises when it cannot."""
+    abi = landlockpy.abi_version()
+    if mode == "off":
+        return "sandbox off"
+    if abi < 1 or thread_count() != 1:
+        reason = "Landlock unavailable" if abi < 1 else "threads already running"
+        if mode == "required":
+            raise LaunchError(f"sandbox required but not applied: {reason}")
+        return f"sandbox not applied: {reason}"
+    handled = landlockpy.fs_for_abi(abi)
+    net = landlockpy.net_for_abi(abi) & (AccessNet.BIND_TCP | AccessNet.CONNECT_TCP)
+    scoped = landlockpy.scope_for_abi(abi) & (Scope.ABSTRACT_UNIX_SOCKET | Scope.SIGNAL)
+    with landlockpy.Ruleset(handled_fs=handled, handled_net=net, scoped=scoped) as ruleset:
+        for path, access in readable_rules(python_roots(), PROTECTED):
+            _allow(ruleset, path, access)
+        for device in DEVICES_READ_WRITE:
+            _allow(ruleset, Path(device), AccessFS.READ_FILE | AccessFS.WRITE_FILE)
+        ruleset.allow_path(str(scratch), handled)
+        ruleset.restrict()
+    return f"Landlock ABI {abi}"
+
+
+def _allow(ruleset: landlockpy.Ruleset, path: Path, access: AccessFS) -> None:
+    if not path.exists():
+        return
+    ruleset.allow_path(str(path), access if path.is_dir() else access & _FILE_RIGHTS)
+
+
+def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
+    parser = argparse.ArgumentParser(prog="labkit.grade.launcher")
+    parser.add_argument("--memory", type=int, required=True)
+    parser.add_argument("--cpu", type=int, required=True)
+    parser.add_argument("--nproc", type=int, required=True)
+    parser.add_argument("--fsize", type=int, required=True)
+    parser.add_argument("--sandbox", choices=("required", "best_effort", "off"), default="required")
+    split = list(argv).index("--") if "--" in argv else len(argv)
+    return parser.parse_args(list(argv[:split])), list(argv[split + 1 :])
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args, kernel_args = parse(sys.argv[1:] if argv is None else argv)
+    scratch = Path.cwd()
+    set_limits(args.memory, args.cpu, args.nproc, args.fsize)
+    if os.geteuid() == 0:
+        drop_capabilities()
+    # Everything IPython would write under $HOME goes to the scratch copy instead.
+    for name in ("HOME", "IPYTHONDIR", "JUPYTER_RUNTIME_DIR", "MPLCONFIGDIR", "TMPDIR"):
+        os.environ[name] = str(scratch)
+    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+    sys.dont_write_bytecode = True
+    confine(scratch, args.sandbox)
+    if sys.path and sys.path[0] in ("", str(scratch)):
+        del sys.path[0]  # as ipykernel_launcher does: the cwd is the learner's, not a package
+    from ipykernel import kernelapp
+
+    sys.argv = [sys.argv[0], *kernel_args]
+    kernelapp.launch_new_instance()
+
+
+if __name__ == "__main__":
+    main()
