@@ -7,11 +7,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from grade_helpers import FIXTURES
 
 from labkit.grade.grader import Course
 from labkit.grade.kernel import KernelRunner, Limits, sandbox_mode, write_kernelspec
-
-from grade_helpers import FIXTURES
 
 # Small notebooks, short limits: every test here runs real kernels.
 TEST_LIMITS = Limits(cell_timeout=3, total_timeout=90, memory=2 * 1024**3)

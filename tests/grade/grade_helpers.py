@@ -20,7 +20,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "solutions"
 NAMES = ("paths", "replay")
 
 # ex1 keyed by nonce alone: races and transactions are right, per-principal nonces are not.
-NONCE_ONLY = '''def claim_and_delete(conn, principal, nonce, note_id, expires_at):
+NONCE_ONLY = """def claim_and_delete(conn, principal, nonce, note_id, expires_at):
     conn.execute("BEGIN IMMEDIATE")
     try:
         seen = conn.execute("SELECT 1 FROM claims WHERE nonce = ?", (nonce,)).fetchone()
@@ -31,7 +31,7 @@ NONCE_ONLY = '''def claim_and_delete(conn, principal, nonce, note_id, expires_at
         return not seen
     except BaseException:
         conn.execute("ROLLBACK")
-        raise'''
+        raise"""
 
 
 def solution(name: str) -> NotebookNode:
@@ -43,7 +43,7 @@ def learner(name: str) -> NotebookNode:
 
 
 def solved(name: str) -> NotebookNode:
-    """A learner copy whose answer cells hold the solution's code (what a perfect learner hands in)."""
+    """A learner copy whose answer cells hold the solution's code (a perfect hand-in)."""
     nb = learner(name)
     answers = {c.id: c.source for c in solution(name).cells if c.get("id")}
     for cell in nb.cells:

@@ -6,11 +6,10 @@ import tempfile
 from pathlib import Path
 
 import landlockpy
+from grade_helpers import FIXTURES
 
 from labkit.grade import launcher
 from labkit.grade.kernel import CellStatus, KernelRunner, Limits, sandbox_mode
-
-from grade_helpers import FIXTURES
 
 HIDDEN = Path(launcher.__file__).parent / "hidden" / "ex1.py"
 
