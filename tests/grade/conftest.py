@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from grade_helpers import FIXTURES
 
+from grade.grade_helpers import FIXTURES
 from labkit.grade.grader import Course
 from labkit.grade.kernel import KernelRunner, Limits, sandbox_mode, write_kernelspec
 

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from grade_helpers import FIXTURES, NONCE_ONLY, learner, solved, with_cell, with_source, write
 from nbformat.v4 import new_code_cell
 
+from grade.grade_helpers import FIXTURES, NONCE_ONLY, learner, solved, with_cell, with_source, write
 from labkit import cli
 from labkit.grade import report
 from labkit.grade.exercises import EXERCISES

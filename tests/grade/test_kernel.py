@@ -6,8 +6,8 @@ import tempfile
 from pathlib import Path
 
 import landlockpy
-from grade_helpers import FIXTURES
 
+from grade.grade_helpers import FIXTURES
 from labkit.grade import launcher
 from labkit.grade.kernel import CellStatus, KernelRunner, Limits, sandbox_mode
 
