@@ -38,7 +38,12 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 KERNEL_NAME: Final = "labkit-grade"
 TIMEOUT_ENAME: Final = "CellTimeout"
-_quiet = logging.getLogger("labkit.grade.kernel")
+PROBE_TIMEOUT: Final = 5
+STUCK: Final = "the kernel stayed busy after a cell timed out (the interrupt was ignored)"
+# nbclient logs every timeout and interrupt as an error; the grader reports them itself.
+_quiet = logging.getLogger("labkit.grade.nbclient")
+_quiet.addHandler(logging.NullHandler())
+_quiet.propagate = False
 
 
 @dataclass(frozen=True)
@@ -213,9 +218,35 @@ class KernelRunner:
                     return Execution(cells, True, "the kernel died")
                 except CellTimeoutError:
                     cells[index] = CellRun(CellStatus.TIMEOUT, _plain(cell.outputs))
-                    continue
-                cells[index] = _cell_run(cell, replies.get(index, {}))
+                else:
+                    cells[index] = _cell_run(cell, replies.get(index, {}))
+                if cells[index].status is CellStatus.TIMEOUT:
+                    alive = await self._responsive(client, nb, replies, deadline)
+                    if not alive:
+                        return Execution(cells, True, STUCK)
         return Execution(cells, True)
+
+    async def _responsive(
+        self,
+        client: NotebookClient,
+        nb: NotebookNode,
+        replies: dict[int, dict[str, Any]],
+        deadline: float,
+    ) -> bool:
+        """After a timeout: does the kernel answer a no-op, or is it still stuck in a loop that
+        swallowed the interrupt (`except KeyboardInterrupt: pass`)? Without this, every later
+        cell would wait out its own timeout behind the stuck one."""
+        probe = new_code_cell("pass")  # type: ignore[no-untyped-call]
+        nb.cells.append(probe)
+        index = len(nb.cells) - 1
+        client.timeout = max(1, int(min(PROBE_TIMEOUT, deadline - self.clock())))
+        try:
+            await client.async_execute_cell(probe, index)
+        except (DeadKernelError, CellTimeoutError):
+            return False
+        finally:
+            nb.cells.pop()
+        return replies.pop(index, {}).get("ename") != TIMEOUT_ENAME
 
 
 def _last_line(log: Path) -> str:

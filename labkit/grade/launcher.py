@@ -1,7 +1,7 @@
 """The grading kernel's first instructions: limits, an unprivileged user, Landlock, then ipykernel.
 
     python -m labkit.grade.launcher --memory BYTES --cpu SECONDS --nproc N --fsize BYTES
-        [--sandbox required|best_effort|off] -- -f CONNECTION_FILE ...
+        [--user UID] [--sandbox required|best_effort|off] -- -f CONNECTION_FILE ...
 
 Owns: what a learner's code may touch. The grader writes a kernelspec whose argv starts here
 (`kernel.kernelspec`); this module runs in the kernel process, before ipykernel and before any
@@ -9,8 +9,8 @@ thread exists, and:
 
 1. sets resource limits (address space, CPU seconds, processes, file size, no core dumps), so
    a 6 GB allocation becomes `MemoryError`, a CPU hog is killed, a fork bomb stops;
-2. when started as root, drops every capability (a process-count limit means nothing to a
-   process holding CAP_SYS_RESOURCE, and CAP_DAC_OVERRIDE bypasses file permissions);
+2. when started as root, becomes `--user` (nobody) with no capability but read-search (the
+   kernel exempts uid 0 from the process-count limit whatever its capabilities; see `become`);
 3. applies Landlock: read-write on the scratch directory (the working directory) only;
    read-only on the Python installation and a few system files, *except* `labkit/grade/`
    (the hidden checks' source); no TCP; no signals or abstract sockets outside the kernel;
@@ -41,6 +41,7 @@ from landlockpy import AccessFS, AccessNet, Scope
 
 from labkit.sandbox import READ_ONLY, SYSTEM_READ_ONLY, thread_count
 
+NOBODY: Final = 65534
 PROTECTED: Final = Path(__file__).resolve().parent  # labkit/grade: the hidden checks live here
 # Files a Python process reads through libc name lookups (getpass, pwd); none holds a secret.
 EXTRA_READ_ONLY: Final = ("/etc/passwd", "/etc/group")
@@ -48,6 +49,8 @@ DEVICES_READ_WRITE: Final = ("/dev/null",)
 _PR_CAPBSET_DROP: Final = 24
 _PR_CAP_AMBIENT: Final = 47
 _PR_CAP_AMBIENT_CLEAR_ALL: Final = 4
+_PR_SET_KEEPCAPS: Final = 8
+_CAP_DAC_READ_SEARCH: Final = 2
 _LINUX_CAPABILITY_VERSION_3: Final = 0x20080522
 _FILE_RIGHTS: Final = (
     AccessFS.EXECUTE | AccessFS.WRITE_FILE | AccessFS.READ_FILE | AccessFS.TRUNCATE
@@ -104,7 +107,7 @@ def readable_rules(roots: Sequence[Path], protected: Path) -> list[tuple[Path, A
 
 def set_limits(memory: int, cpu: int, nproc: int, fsize: int) -> None:
     """`nproc` more tasks than the user already runs: the limit counts the user's tasks on the
-    whole machine, and a grader running as root shares its user with every system daemon."""
+    whole machine (the other kernels of a batch run as the same user)."""
     nproc += tasks_of(os.getuid())
     for limit, value in (
         (resource.RLIMIT_AS, memory),
@@ -129,19 +132,35 @@ def tasks_of(uid: int) -> int:
     return count
 
 
-def drop_capabilities() -> None:
-    """Root without capabilities: RLIMIT_NPROC now binds (CAP_SYS_RESOURCE and CAP_SYS_ADMIN
-    bypass it), file permissions apply (no CAP_DAC_OVERRIDE), and nothing can be regained
-    (bounding set emptied; Landlock sets no_new_privs)."""
+def become(uid: int, scratch: Path) -> None:
+    """From root to `uid`, keeping one capability: CAP_DAC_READ_SEARCH.
+
+    Why not stay root without capabilities: the kernel never applies RLIMIT_NPROC to uid 0
+    (fork() exempts the initial user outright), so a fork bomb would run free. Why keep
+    CAP_DAC_READ_SEARCH: the interpreter may live where only root can look (`/root/.pyenv`);
+    the capability bypasses read permissions only, and Landlock still decides every open,
+    open_by_handle_at included (it answers EACCES outside the granted paths). The scratch
+    tree is handed to `uid` so the learner's code can write there; the bounding set is
+    emptied so nothing is regained through exec (Landlock also sets no_new_privs)."""
+    for directory, dirs, files in os.walk(scratch):
+        os.chown(directory, uid, uid)
+        for name in (*dirs, *files):
+            os.chown(os.path.join(directory, name), uid, uid, follow_symlinks=False)
     libc = ctypes.CDLL(None, use_errno=True)
     for cap in range(64):
-        if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+        if cap != _CAP_DAC_READ_SEARCH and libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
             break  # EINVAL: past the last capability this kernel knows
     libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    libc.prctl(_PR_SET_KEEPCAPS, 1, 0, 0, 0)
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
     header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
-    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable x 2 words: all empty
+    keep = 1 << _CAP_DAC_READ_SEARCH
+    # Two 32-bit words of (effective, permitted, inheritable); the capability is in word 0.
+    data = (ctypes.c_uint32 * 6)(keep, keep, 0, 0, 0, 0)
     if libc.capset(ctypes.byref(header), ctypes.byref(data)) != 0:
-        raise LaunchError(f"could not drop capabilities: {os.strerror(ctypes.get_errno())}")
+        raise LaunchError(f"could not set capabilities: {os.strerror(ctypes.get_errno())}")
 
 
 def confine(scratch: Path, mode: str) -> str:
@@ -179,6 +198,7 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--cpu", type=int, required=True)
     parser.add_argument("--nproc", type=int, required=True)
     parser.add_argument("--fsize", type=int, required=True)
+    parser.add_argument("--user", type=int, default=NOBODY, help="uid to become when root")
     parser.add_argument("--sandbox", choices=("required", "best_effort", "off"), default="required")
     split = list(argv).index("--") if "--" in argv else len(argv)
     return parser.parse_args(list(argv[:split])), list(argv[split + 1 :])
@@ -187,9 +207,9 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
 def main(argv: Sequence[str] | None = None) -> None:
     args, kernel_args = parse(sys.argv[1:] if argv is None else argv)
     scratch = Path.cwd()
-    set_limits(args.memory, args.cpu, args.nproc, args.fsize)
     if os.geteuid() == 0:
-        drop_capabilities()
+        become(args.user, scratch)
+    set_limits(args.memory, args.cpu, args.nproc, args.fsize)
     # Everything IPython would write under $HOME goes to the scratch copy instead.
     for name in ("HOME", "IPYTHONDIR", "JUPYTER_RUNTIME_DIR", "MPLCONFIGDIR", "TMPDIR"):
         os.environ[name] = str(scratch)

@@ -9,7 +9,15 @@ import landlockpy
 
 from grade.grade_helpers import FIXTURES
 from labkit.grade import launcher
-from labkit.grade.kernel import CellStatus, KernelRunner, Limits, sandbox_mode
+from labkit.grade.kernel import (
+    STUCK,
+    CellStatus,
+    KernelRunner,
+    Limits,
+    kernel_env,
+    sandbox_mode,
+    write_kernelspec,
+)
 
 HIDDEN = Path(launcher.__file__).parent / "hidden" / "ex1.py"
 
@@ -109,3 +117,59 @@ def test_readable_rules_leave_the_protected_tree_out(tmp_path: Path) -> None:
     assert rules[tmp_path / "elsewhere"] == launcher.READ_ONLY
     assert not any(p == protected or p.is_relative_to(protected) for p in rules)
     assert launcher.readable_rules([protected / "hidden"], protected) == []
+
+
+def test_a_loop_that_swallows_the_interrupt_stops_the_run(runner: KernelRunner, work: Path) -> None:
+    scratch = Path(tempfile.mkdtemp(dir=work, prefix="sub-"))
+    stubborn = "import time\nwhile True:\n    try:\n        time.sleep(0.05)\n"
+    stubborn += "    except KeyboardInterrupt:\n        pass"
+    run = runner.run(scratch, [stubborn, "print('never')"])
+    assert [c.status for c in run.cells] == [CellStatus.TIMEOUT, CellStatus.NOT_RUN]
+    assert run.problem == STUCK
+
+
+def test_no_capabilities_no_grader_environment_no_stdin(runner: KernelRunner, work: Path) -> None:
+    scratch = Path(tempfile.mkdtemp(dir=work, prefix="sub-"))
+    run = runner.run(
+        scratch,
+        [
+            "open('mine.txt', 'w').close()\nimport os\nos.chown('mine.txt', 1, 1)",
+            "import os\nprint(' '.join(sorted(os.environ)))",
+            "input('your name? ')",
+            "print(os.getuid())",
+        ],
+    )
+    assert int(run.cells[3].outputs[0]["text"]) != 0  # never root, so RLIMIT_NPROC binds
+    assert (run.cells[0].status, run.cells[0].ename) == (CellStatus.ERROR, "PermissionError")
+    seen = set(run.cells[1].outputs[0]["text"].split())
+    assert not seen & {"VIRTUAL_ENV", "PWD", "USER", "SHELL", "PGPASSWORD"}
+    assert set(kernel_env()) <= seen and {"HOME", "TMPDIR"} <= seen
+    assert run.cells[2].status is CellStatus.ERROR  # nothing interactive: no stdin at grading
+    assert run.cells[2].ename == "StdinNotImplementedError"
+
+
+def test_process_count_is_limited(work: Path) -> None:
+    limits = Limits(cell_timeout=60, nproc=32)
+    runner = KernelRunner(write_kernelspec(work / "spec-nproc", limits), limits)
+    scratch = Path(tempfile.mkdtemp(dir=work, prefix="sub-"))
+    bomb = """import os
+hold_r, hold_w = os.pipe()
+pids, refused = [], None
+try:
+    for _ in range(200):
+        pid = os.fork()
+        if pid == 0:
+            os.close(hold_w)
+            os.read(hold_r, 1)
+            os._exit(0)
+        pids.append(pid)
+except OSError as error:
+    refused = type(error).__name__
+os.close(hold_w)
+for pid in pids:
+    os.waitpid(pid, 0)
+print(len(pids), refused)"""
+    run = runner.run(scratch, [bomb])
+    count, refused = run.cells[0].outputs[0]["text"].split()
+    assert refused == "BlockingIOError"  # EAGAIN from RLIMIT_NPROC
+    assert int(count) <= runner.limits.nproc
