@@ -1,8 +1,9 @@
 """Hidden checks for ex1, `claim_and_delete(conn, principal, nonce, note_id, expires_at) -> bool`.
 
-The replay store is SQLite: `claims(principal, nonce, expires_at)` keyed by (principal, nonce)
-and `notes(id, title)`; the connection is in autocommit mode (`isolation_level=None`), so the
-function owns its transaction. The public checks run one process; these race eight.
+The replay store is SQLite with the course's tables (`labkit.course.fixtures`):
+`claims(principal, nonce, expires_at)` keyed by (principal, nonce) and `notes(id, uri, title)`.
+The connection is in autocommit mode (`isolation_level=None`), so the function owns its
+transaction. The public checks run one process; these race eight.
 """
 
 import os
@@ -23,7 +24,7 @@ def _database() -> Any:
         "CREATE TABLE claims (principal TEXT NOT NULL, nonce TEXT NOT NULL, "
         "expires_at REAL NOT NULL, PRIMARY KEY (principal, nonce))"
     )
-    conn.execute("CREATE TABLE notes (id TEXT PRIMARY KEY, title TEXT NOT NULL)")
+    conn.execute("CREATE TABLE notes (id TEXT PRIMARY KEY, uri TEXT, title TEXT)")
     return path, conn
 
 
@@ -31,6 +32,10 @@ def _connect(path: Any) -> Any:
     conn = sqlite3.connect(path, isolation_level=None, timeout=10.0)
     conn.execute("PRAGMA busy_timeout = 10000")
     return conn
+
+
+def _uri(note_id: Any) -> Any:
+    return f"file:///work/notes/{note_id}.md"
 
 
 def _note_exists(conn: Any, note_id: Any) -> Any:
@@ -76,7 +81,9 @@ def racing_claims(claim_and_delete: Any) -> Any:
     path, conn = _database()
     for number in range(ROUNDS):
         note_id = f"note-{number}"
-        conn.execute("INSERT INTO notes VALUES (?, ?)", (note_id, f"report {number}"))
+        conn.execute(
+            "INSERT INTO notes VALUES (?, ?, ?)", (note_id, _uri(note_id), f"report {number}")
+        )
         results = _race(claim_and_delete, path, f"nonce-{number}", note_id)
         errors = [r[1:] for r in results if r.startswith("E")]
         if any(e.startswith("NotImplementedError") for e in errors):
@@ -97,7 +104,9 @@ def racing_claims(claim_and_delete: Any) -> Any:
 
 def nonces_per_principal(claim_and_delete: Any) -> Any:
     _, conn = _database()
-    conn.executemany("INSERT INTO notes VALUES (?, ?)", [("a", "A"), ("b", "B"), ("c", "C")])
+    conn.executemany(
+        "INSERT INTO notes VALUES (?, ?, ?)", [(n, _uri(n), n.upper()) for n in ("a", "b", "c")]
+    )
     first = claim_and_delete(conn, "alice", "n-1", "a", EXPIRES)
     assert first is True, f"expected True for alice's first use of nonce 'n-1', got {first!r}"
     other = claim_and_delete(conn, "bob", "n-1", "b", EXPIRES)
@@ -112,7 +121,7 @@ def nonces_per_principal(claim_and_delete: Any) -> Any:
 
 def transaction_closed(claim_and_delete: Any) -> Any:
     _, conn = _database()
-    conn.execute("INSERT INTO notes VALUES ('a', 'A')")
+    conn.execute("INSERT INTO notes VALUES ('a', ?, 'A')", (_uri("a"),))
     claim_and_delete(conn, "alice", "n-1", "a", EXPIRES)
     assert not conn.in_transaction, (
         "expected no open transaction after a successful claim, got one left open (COMMIT)"

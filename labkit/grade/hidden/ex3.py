@@ -1,7 +1,8 @@
 """Hidden checks for ex3,
 `delete_note(conn, authorizer, principal, workspace_uri, note_id) -> bool`.
 
-The notes live in SQLite: `notes(id, workspace_uri, title)`; the connection is in autocommit
+The notes live in SQLite with the course's table (`labkit.course.fixtures`): `notes(id, uri,
+title)`; the connection is in autocommit
 mode, and `authorizer.roots(principal)` names the directories a principal may touch. A note
 whose stored workspace is not strictly inside the authorized workspace, or a principal whose
 authorization is gone, must get False and keep the note (or a PermissionError).
@@ -25,7 +26,7 @@ class Authorizer:
 
 def _database(*rows: Any) -> Any:
     conn = sqlite3.connect(":memory:", isolation_level=None)
-    conn.execute("CREATE TABLE notes (id TEXT PRIMARY KEY, workspace_uri TEXT, title TEXT)")
+    conn.execute("CREATE TABLE notes (id TEXT PRIMARY KEY, uri TEXT, title TEXT)")
     conn.executemany("INSERT INTO notes VALUES (?, ?, ?)", rows)
     return conn
 
