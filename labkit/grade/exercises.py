@@ -51,6 +51,25 @@ EXERCISES: Final[Mapping[str, Exercise]] = {
 }
 
 
+@dataclass(frozen=True)
+class PublicCheck:
+    name: str
+    points: float
+
+
+def course_public_checks(exercise_id: str) -> list[PublicCheck]:
+    """The public checks the course registers for an exercise (`labkit.course.exercises`), or
+    none when this labkit has no course checks (yet) or the exercise has none available."""
+    try:
+        course = importlib.import_module("labkit.course.exercises")
+    except ImportError:
+        return []
+    exercise = course.EXERCISES.get(exercise_id)
+    if exercise is None or not exercise.available:
+        return []
+    return [PublicCheck(c.name, float(c.points)) for c in exercise.checks]
+
+
 def defined_names(nb: NotebookNode) -> set[str]:
     """Top-level functions and classes the notebook's code cells define."""
     names: set[str] = set()

@@ -4,7 +4,8 @@ Owns: the `Course` (the solutions and what to check in them), the order of work 
 submission, and the rule that a check that could not run is failed "did not run", never passed.
 The code sent to the kernel is the learner's code cells in the learner's order, then, per
 exercise, one cell that loads the hidden checks from a string (their source never touches the
-scratch directory), then one cell per check, so a hanging check only fails itself.
+scratch directory), one cell running the course's public checks (`labkit.course.checks`, when
+this labkit has them), then one cell per hidden check, so a hanging check only fails itself.
 
 Collaborators are injected: the kernel runner (anything with `run(scratch, sources)`), the
 clock and the scratch root.
@@ -27,7 +28,7 @@ from nbformat import NotebookNode
 from labkit.grade import exercises as ex
 from labkit.grade import notebooks, outputs
 from labkit.grade.kernel import CellRun, CellStatus, Execution
-from labkit.grade.probe import MIME
+from labkit.grade.probe import MIME, PUBLIC_MIME
 from labkit.grade.report import CheckScore, Outcome, SubmissionReport, exercise_score
 
 PROBE_SOURCE: Final = (Path(__file__).parent / "probe.py").read_text(encoding="utf-8")
@@ -49,6 +50,7 @@ class Course:
     solutions: Mapping[str, NotebookNode]
     registry: Mapping[str, ex.Exercise] = field(default_factory=lambda: dict(ex.EXERCISES))
     patterns: Sequence[tuple[str, str]] = field(default_factory=outputs.sanitizers)
+    public: Callable[[str], Sequence[ex.PublicCheck]] = ex.course_public_checks
 
     @classmethod
     def load(cls, directory: Path, **kw: Any) -> Course:
@@ -92,6 +94,12 @@ def grade(
     sources = [c.source for c in cells]
     loaders = {e.id: len(sources) + i for i, e in enumerate(exercises)}
     sources += [_loader(e) for e in exercises]
+    publics = {e.id: list(course.public(e.id)) for e in exercises}
+    public_cells = {}
+    for e in exercises:
+        if publics[e.id]:
+            public_cells[e.id] = len(sources)
+            sources.append(_public_cell(e))
     first_check = len(sources)
     sources += [_check_cell(c) for c in checks]
     scratch = Path(tempfile.mkdtemp(prefix="sub-", dir=scratch_root))
@@ -106,6 +114,10 @@ def grade(
         )
     runs = execution.cells
     scores: dict[str, list[CheckScore]] = {}
+    for exercise_id, cell in public_cells.items():
+        loader = runs[loaders[exercise_id]]
+        run = runs[cell] if loader.status is CellStatus.OK else loader
+        scores[exercise_id] = _public_scores(exercise_id, publics[exercise_id], run, execution)
     for index, check in enumerate(checks):
         loader = runs[loaders[check.exercise]]
         run = runs[first_check + index] if loader.status is CellStatus.OK else loader
@@ -156,6 +168,47 @@ def _loader(exercise: ex.Exercise) -> str:
         f"{_NS}[{exercise.id!r}] = {{'__name__': 'labkit_check_{exercise.id}'}}\n"
         f"exec(compile({code!r}, '<labkit check>', 'exec'), {_NS}[{exercise.id!r}])\n"
     )
+
+
+def _public_cell(exercise: ex.Exercise) -> str:
+    return f"{_NS}[{exercise.id!r}]['public']({exercise.id!r}, globals())\n"
+
+
+def _public_scores(
+    exercise_id: str, expected: Sequence[ex.PublicCheck], run: CellRun, execution: Execution
+) -> list[CheckScore]:
+    """One score per registered public check; one that did not report is "did not run"."""
+    found: dict[str, Any] = next(
+        (o["data"][PUBLIC_MIME] for o in run.outputs if PUBLIC_MIME in o.get("data", {})), {}
+    )
+    reported = {r.get("name"): r for r in found.get("results", []) if isinstance(r, dict)}
+    scores = []
+    for check in expected:
+        result = reported.get(check.name)
+        try:
+            outcome = Outcome(str(result["outcome"])) if result else Outcome.DID_NOT_RUN
+        except ValueError:
+            outcome = Outcome.DID_NOT_RUN
+        if outcome is Outcome.DID_NOT_RUN:
+            message = (
+                _not_run(run, execution)
+                if run.status is not CellStatus.OK
+                else ("did not run: the public checks reported nothing for it")
+            )
+        else:
+            message = str(result.get("message", "")) if result else ""
+        scores.append(
+            CheckScore(
+                name=f"{exercise_id}/public/{check.name}",
+                title=check.name,
+                hidden=False,
+                outcome=outcome,
+                points=check.points if outcome is Outcome.PASSED else 0.0,
+                max_points=check.points,
+                message=outputs.plain(message),
+            )
+        )
+    return scores
 
 
 def _check_cell(check: ex.HiddenCheck) -> str:

@@ -7,14 +7,15 @@ and the check author's message, and displaying the result as one
 `application/vnd.labkit.check+json` output the grader reads back. No traceback and no check
 source ever leaves here: only the outcome and the message.
 
-Must not import labkit (the kernel runs it from a string) or anything outside the stdlib and
-IPython.
+Must not import labkit at module level (the kernel runs it from a string): only `public`
+imports the course's public checks, from the kernel, where `labkit.course` is readable.
 """
 
 import inspect
 from typing import Any
 
 MIME = "application/vnd.labkit.check+json"
+PUBLIC_MIME = "application/vnd.labkit.public+json"
 
 
 def outcome_of(check: Any, namespace: Any) -> Any:
@@ -42,3 +43,15 @@ def run(check: Any, namespace: Any, key: Any) -> Any:
     outcome, message = outcome_of(check, namespace)
     result = {"key": key, "outcome": outcome, "message": message}
     display({MIME: result}, raw=True)  # type: ignore[no-untyped-call]
+
+
+def public(exercise_id: Any, namespace: Any) -> Any:
+    """The course's public checks (`labkit.course.checks`), against the notebook's names."""
+    import importlib
+
+    from IPython.display import display
+
+    checks = importlib.import_module("labkit.course.checks")
+    report = checks.Checker(namespace=lambda: namespace).check(exercise_id)
+    results = [r.to_dict() for r in report.results]
+    display({PUBLIC_MIME: {"results": results}}, raw=True)  # type: ignore[no-untyped-call]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
@@ -11,8 +12,9 @@ import pytest
 
 from grade.grade_helpers import FIXTURES, solved, write
 from labkit.grade import batch, grader, report
+from labkit.grade.exercises import PublicCheck
 from labkit.grade.kernel import CellRun, CellStatus, Execution
-from labkit.grade.probe import MIME
+from labkit.grade.probe import MIME, PUBLIC_MIME
 from labkit.grade.report import Outcome, SubmissionReport
 
 
@@ -180,3 +182,41 @@ def test_progress_bar_on_a_terminal_only() -> None:
     assert "[###############---------------] 1/2 a.ipynb" in screen.getvalue()
     assert screen.getvalue().endswith("\n") and "2/2" in screen.getvalue()
     assert pipe.getvalue() == ""
+
+
+def public_output(*results: tuple[str, str]) -> dict[str, object]:
+    rows = [
+        {"name": n, "outcome": o, "message": f"ex1 · {n}: {o}", "points": 0} for n, o in results
+    ]
+    return {"output_type": "display_data", "data": {PUBLIC_MIME: {"results": rows}}}
+
+
+def with_public(course: grader.Course) -> grader.Course:
+    registered = [PublicCheck("claims once", 2.0), PublicCheck("replay refused", 1.0)]
+    return dataclasses.replace(course, public=lambda exercise: registered)
+
+
+def test_public_checks_are_scored_beside_the_hidden_ones(
+    tmp_path: Path, course: grader.Course
+) -> None:
+    runs = learner_runs(4) + [CellRun(CellStatus.OK)]
+    runs += [CellRun(CellStatus.OK, [public_output(("claims once", "passed"))])]  # one missing
+    runs += [CellRun(CellStatus.OK, [check_output("passed")])] * 3
+    runner = FakeRunner(runs)
+    sub = graded(tmp_path, with_public(course), runner)
+    assert runner.sources[5] == "__labkit_checks__['ex1']['public']('ex1', globals())\n"
+    ex1 = sub.exercises[0]
+    assert [(c.title, c.hidden, c.outcome) for c in ex1.checks[:2]] == [
+        ("claims once", False, Outcome.PASSED),
+        ("replay refused", False, Outcome.DID_NOT_RUN),
+    ]
+    assert (ex1.points, ex1.max_points) == (7.0, 8.0)
+
+
+def test_public_checks_did_not_run_when_the_kernel_died(
+    tmp_path: Path, course: grader.Course
+) -> None:
+    runs = learner_runs(4) + [CellRun(CellStatus.OK), CellRun(CellStatus.DEAD)]
+    sub = graded(tmp_path, with_public(course), FakeRunner(runs, problem="the kernel died"))
+    outcomes = [c.outcome for c in sub.exercises[0].checks]
+    assert outcomes == [Outcome.DID_NOT_RUN] * 5
