@@ -19,16 +19,19 @@ from labkit.course import build
 FIXTURES = Path(__file__).parent / "fixtures" / "solutions"
 NAMES = ("paths", "replay")
 
-# ex1 keyed by nonce alone: races and transactions are right, per-principal nonces are not.
+# ex1 keyed by nonce alone: races, transactions and missing notes are right (every public
+# check passes), per-principal nonces are not (a hidden check fails).
 NONCE_ONLY = """def claim_and_delete(conn, principal, nonce, note_id, expires_at):
     conn.execute("BEGIN IMMEDIATE")
     try:
         seen = conn.execute("SELECT 1 FROM claims WHERE nonce = ?", (nonce,)).fetchone()
-        if not seen:
-            conn.execute("INSERT INTO claims VALUES (?, ?, ?)", (principal, nonce, expires_at))
-            conn.execute("DELETE FROM notes WHERE id = ?", (note_id,))
+        deleted = not seen and conn.execute("DELETE FROM notes WHERE id = ?", (note_id,)).rowcount
+        if not deleted:
+            conn.execute("ROLLBACK")
+            return False
+        conn.execute("INSERT INTO claims VALUES (?, ?, ?)", (principal, nonce, expires_at))
         conn.execute("COMMIT")
-        return not seen
+        return True
     except BaseException:
         conn.execute("ROLLBACK")
         raise"""

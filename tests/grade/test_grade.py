@@ -146,14 +146,19 @@ def test_fresh_learner_copies_score_zero_on_the_exercises(graded: Graded) -> Non
 def test_partial_submission_gets_exactly_its_partial_score(graded: Graded) -> None:
     _, out, _ = graded
     sub = _report(out, "partial")
-    assert _checks(sub, "ex1") == {
+    ex1 = next(e for e in sub.exercises if e.id == "ex1")
+    hidden = {c.name: c.outcome for c in ex1.checks if c.hidden}
+    assert hidden == {
         "ex1/racing_claims": Outcome.PASSED,
         "ex1/nonces_per_principal": Outcome.INCORRECT,
         "ex1/transaction_closed": Outcome.PASSED,
     }
-    assert (sub.points, sub.max_points) == (6.0, 7.0)
-    ex1 = next(e for e in sub.exercises if e.id == "ex1")
-    assert (ex1.points, ex1.max_points) == (4.0, 5.0)
+    # The course's public checks (when this labkit has them) all pass: the flaw is hidden.
+    public = [c for c in ex1.checks if not c.hidden]
+    assert all(c.outcome is Outcome.PASSED for c in public)
+    public_points = sum(c.max_points for c in public)
+    assert (ex1.points, ex1.max_points) == (4.0 + public_points, 5.0 + public_points)
+    assert (sub.points, sub.max_points) == (6.0 + public_points, 7.0 + public_points)
 
 
 def test_renamed_notebook_is_matched_by_its_metadata(graded: Graded) -> None:
@@ -259,5 +264,5 @@ def test_fail_under(tmp_path: Path) -> None:
     write(
         tmp_path / "subs", "partial.ipynb", with_source(solved("replay"), "ex1-answer", NONCE_ONLY)
     )
-    assert cli.main([*args, "--fail-under", "90"]) == 1  # 6/7 = 85.7%
+    assert cli.main([*args, "--fail-under", "95"]) == 1  # 6/7, or 11/12 with public checks
     assert cli.main([*args, "--fail-under", "80"]) == 0
