@@ -28,10 +28,10 @@ sys.path.insert(0, str(ROOT / "tests" / "grade"))
 from grade_helpers import FIXTURES, NAMES, solved, write  # noqa: E402
 
 
-def _timed(argv: list[str]) -> float:
+def _timed(argv: list[str]) -> tuple[float, int]:
     started = time.monotonic()
-    subprocess.run(argv, check=False, capture_output=True, cwd=ROOT)
-    return time.monotonic() - started
+    done = subprocess.run(argv, check=False, capture_output=True, cwd=ROOT)
+    return time.monotonic() - started, done.returncode
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
@@ -47,11 +47,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             name = NAMES[number % len(NAMES)]
             write(base / "batch", f"{name}-{number:02d}.ipynb", solved(name))
         grade = [python, "-m", "labkit.cli", "grade", "--solutions", str(FIXTURES)]
-        single = _timed([*grade, str(one), "--out", str(base / "out1")])
-        batch = _timed(
+        (single, single_rc) = _timed([*grade, str(one), "--out", str(base / "out1")])
+        (batch, batch_rc) = _timed(
             [*grade, str(base / "batch"), "--jobs", str(args.jobs), "--out", str(base / "out")]
         )
-        nbval = _timed(
+        (nbval, nbval_rc) = _timed(
             [
                 python, "-m", "pytest", "-q", "-p", "nbval", "--nbval-lax",
                 "--nbval-current-env", "-p", "no:cacheprovider", "--color=no",
@@ -60,10 +60,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         )  # fmt: skip
     n = args.submissions
     rows = [
-        {"cell": "one submission", "seconds": single, "goal": "< 8 s"},
+        {"cell": "one submission", "seconds": single, "exit": single_rc, "goal": "< 8 s"},
         {
             "cell": f"batch of {n}, --jobs {args.jobs}",
             "seconds": batch,
+            "exit": batch_rc,
             "per_submission": batch / n,
             "per_minute": 60 * n / batch,
             "goal": "< 80 s (< 4 s each)",
@@ -71,6 +72,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         {
             "cell": f"plain nbval, {n} notebooks",
             "seconds": nbval,
+            "exit": nbval_rc,
             "per_submission": nbval / n,
             "per_minute": 60 * n / nbval,
         },
@@ -80,7 +82,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         if "per_submission" in row:
             extra = f", {row['per_submission']:.2f} s each, {row['per_minute']:.1f} per minute"
         goal = f" (goal {row['goal']})" if "goal" in row else ""
-        print(f"{row['cell']}: {row['seconds']:.1f} s{extra}{goal}", flush=True)
+        status = f" [exit {row['exit']}]"
+        print(f"{row['cell']}: {row['seconds']:.1f} s{extra}{goal}{status}", flush=True)
     return rows
 
 

@@ -67,9 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="grade learner notebooks against the solutions (hidden checks, nbval outputs)",
         description="Grade each submitted notebook against its solution: the learner's cells "
         "run in a scratch copy with its own confined kernel (Landlock where available, memory, "
-        "CPU and process limits, per-cell and total timeouts), then the exercise's hidden "
-        "checks run, and the solution's checked outputs are compared with nbval (lax mode, "
-        "sanitized). Writes per submission a JSON report and a plain feedback file, plus "
+        "CPU and process limits, per-cell and total timeouts), then the exercise's public and "
+        "hidden checks run, and the solution's checked outputs are compared with nbval (lax "
+        "mode, sanitized). Writes per submission a JSON report and a plain feedback file, plus "
         "batch.json and class.html (an offline class view) in --out. Exit code 0 when every "
         "submission was graded (and none scored under --fail-under), 1 otherwise.",
     )
@@ -77,20 +77,37 @@ def build_parser() -> argparse.ArgumentParser:
         "submissions", nargs="+", type=Path, metavar="SUBMISSION", help="a .ipynb file or a folder"
     )
     grade.add_argument(
-        "--solutions", type=Path, default=Path("solutions"), help="solution notebooks (solutions/)"
+        "--solutions",
+        type=Path,
+        default=Path("solutions"),
+        metavar="DIR",
+        help="solution notebooks (solutions/)",
     )
     grade.add_argument(
-        "--out", type=Path, default=Path("grades"), help="where reports go (grades/)"
+        "--out", type=Path, default=Path("grades"), metavar="DIR", help="reports (grades/)"
     )
     grade.add_argument(
-        "--junit", type=Path, help="also write JUnit XML here (one testcase per check)"
+        "--junit",
+        type=Path,
+        metavar="FILE",
+        help="also write JUnit XML here (one testcase per check)",
     )
-    grade.add_argument("--jobs", type=int, default=1, help="kernels at once (default 1)")
     grade.add_argument(
-        "--timeout", type=int, default=30, help="seconds per cell before it is interrupted (30)"
+        "--jobs", type=int, default=1, metavar="N", help="kernels at once (default 1)"
     )
     grade.add_argument(
-        "--total-timeout", type=float, default=300.0, help="seconds per submission in all (300)"
+        "--timeout",
+        type=int,
+        default=30,
+        metavar="S",
+        help="seconds per cell before it is interrupted (30)",
+    )
+    grade.add_argument(
+        "--total-timeout",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="seconds per submission in all (300)",
     )
     grade.add_argument(
         "--fail-under", type=float, metavar="PCT", help="exit 1 if any score is below PCT percent"

@@ -221,3 +221,17 @@ def test_public_checks_did_not_run_when_the_kernel_died(
     sub = graded(tmp_path, with_public(course), FakeRunner(runs, problem="the kernel died"))
     outcomes = [c.outcome for c in sub.exercises[0].checks]
     assert outcomes == [Outcome.DID_NOT_RUN] * 5
+
+
+def test_cli_refuses_bad_arguments_with_a_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from labkit import cli
+
+    missing = ["grade", str(tmp_path / "a.ipynb"), "--solutions", str(tmp_path / "none")]
+    assert cli.main(missing) == 2
+    assert "no such directory of solution notebooks" in capsys.readouterr().err
+    assert cli.main(["grade", str(tmp_path), "--solutions", str(FIXTURES), "--jobs", "0"]) == 2
+    assert "must be positive" in capsys.readouterr().err
+    assert cli.main(["grade", str(tmp_path), "--solutions", str(FIXTURES)]) == 2
+    assert "no .ipynb submissions found" in capsys.readouterr().err
