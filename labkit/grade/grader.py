@@ -157,7 +157,8 @@ def _cell_notices(cells: Sequence[NotebookNode], runs: Sequence[CellRun]) -> lis
             )
         elif run.status is CellStatus.ERROR:
             what = "ran out of memory" if run.ename == "MemoryError" else "raised"
-            notices.append(outputs.plain(f"{name} {what}: {run.ename}: {run.evalue}"[:300]))
+            said = " ".join(f"{run.ename}: {run.evalue}".split())  # one line, whatever it holds
+            notices.append(outputs.plain(f"{name} {what}: {said}"[:300]))
     return notices
 
 

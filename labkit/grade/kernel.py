@@ -34,11 +34,13 @@ from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
-from nbformat.v4 import new_code_cell, new_notebook
+from nbformat.v4 import new_code_cell, new_notebook, new_output
 
 KERNEL_NAME: Final = "labkit-grade"
 TIMEOUT_ENAME: Final = "CellTimeout"
 PROBE_TIMEOUT: Final = 5
+MAX_OUTPUT: Final = 1_000_000  # characters of output kept per cell
+TRUNCATED: Final = "[the grader kept the first 1,000,000 characters of this cell's output]\n"
 STUCK: Final = "the kernel stayed busy after a cell timed out (the interrupt was ignored)"
 # nbclient logs every timeout and interrupt as an error; the grader reports them itself.
 _quiet = logging.getLogger("labkit.grade.nbclient")
@@ -119,6 +121,36 @@ def kernel_env() -> dict[str, str]:
     }
 
 
+class _BoundedClient(NotebookClient):
+    """nbclient keeps every output in memory; a learner's `while True: print(...)` would
+    grow the grader, not the (limited) kernel. Past `MAX_OUTPUT` characters a cell's further
+    outputs are dropped and one line says so."""
+
+    def __init__(self, nb: NotebookNode, **kw: Any) -> None:
+        super().__init__(nb, **kw)
+        self.output_sizes: dict[int, int] = {}
+
+    def output(
+        self,
+        outs: list[NotebookNode],
+        msg: dict[str, Any],
+        display_id: str | None,
+        cell_index: int,
+    ) -> NotebookNode | None:
+        content = msg.get("content", {})
+        size = len(str(content.get("text", ""))) + sum(
+            len(str(v)) for v in (content.get("data") or {}).values()
+        )
+        seen = self.output_sizes.get(cell_index, 0)
+        self.output_sizes[cell_index] = seen + size
+        if seen + size <= MAX_OUTPUT:
+            return super().output(outs, msg, display_id, cell_index)
+        if seen <= MAX_OUTPUT:
+            note = new_output("stream", name="stderr", text=TRUNCATED)  # type: ignore[no-untyped-call]
+            outs.append(note)
+        return None
+
+
 class KernelRunner:
     """Runs code strings in a fresh confined kernel per call."""
 
@@ -156,7 +188,7 @@ class KernelRunner:
         def on_executed(cell: NotebookNode, cell_index: int, execute_reply: Any) -> None:
             replies[cell_index] = execute_reply.get("content", {}) if execute_reply else {}
 
-        client = NotebookClient(
+        client = _BoundedClient(
             nb,
             km=self._manager(scratch),
             timeout=self.limits.cell_timeout,

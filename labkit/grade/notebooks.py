@@ -15,6 +15,7 @@ Must not run a kernel or import nbclient.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ from nbformat.v4.rwbase import rejoin_lines
 from labkit.course.build import ANSWER_TAG, METADATA_KEY
 
 SOLUTION_BEGIN: Final = "# BEGIN SOLUTION"
+CELL_ID: Final = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+MAX_BYTES: Final = 64 * 2**20
 
 
 class Unreadable(ValueError):
@@ -38,6 +41,8 @@ def load(path: Path) -> NotebookNode:
     if path.suffix != ".ipynb":
         raise Unreadable(f"{path.name}: not a notebook (expected a .ipynb file)")
     try:
+        if path.stat().st_size > MAX_BYTES:
+            raise Unreadable(f"{path.name}: too large to grade (over {MAX_BYTES // 2**20} MiB)")
         raw = json.loads(path.read_bytes())
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise Unreadable(f"{path.name}: corrupt notebook (not valid JSON: {error})") from None
@@ -60,6 +65,9 @@ def load(path: Path) -> NotebookNode:
             raise Unreadable(f"{path.name}: corrupt notebook (cell {number} has no source text)")
         metadata = cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}
         fixed: dict[str, Any] = {**cell, "source": source, "metadata": metadata}
+        if not (isinstance(cell.get("id"), str) and CELL_ID.fullmatch(cell["id"])):
+            # nbformat's id pattern: feedback names cells by id, so an id is never free text.
+            fixed.pop("id", None)
         if fixed["cell_type"] == "code":
             fixed["outputs"] = cell.get("outputs") if isinstance(cell.get("outputs"), list) else []
         cells.append(fixed)

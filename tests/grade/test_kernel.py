@@ -10,7 +10,9 @@ import landlockpy
 from grade.grade_helpers import FIXTURES
 from labkit.grade import launcher
 from labkit.grade.kernel import (
+    MAX_OUTPUT,
     STUCK,
+    TRUNCATED,
     CellStatus,
     KernelRunner,
     Limits,
@@ -173,3 +175,13 @@ print(len(pids), refused)"""
     count, refused = run.cells[0].outputs[0]["text"].split()
     assert refused == "BlockingIOError"  # EAGAIN from RLIMIT_NPROC
     assert int(count) <= runner.limits.nproc
+
+
+def test_a_flood_of_output_is_cut_in_the_grader(runner: KernelRunner, work: Path) -> None:
+    scratch = Path(tempfile.mkdtemp(dir=work, prefix="sub-"))
+    flood = "for _ in range(300):\n    print('x' * 10_000)"
+    run = runner.run(scratch, [flood, "print('next')"])
+    kept = sum(len(o.get("text", "")) for o in run.cells[0].outputs)
+    assert kept <= MAX_OUTPUT + len(TRUNCATED)
+    assert run.cells[0].outputs[-1]["text"] == TRUNCATED
+    assert run.cells[1].outputs[0]["text"] == "next\n"

@@ -91,3 +91,21 @@ def test_hidden_check_tables_are_well_formed() -> None:
         assert checks and all(c.points > 0 and c.title for c in checks)
         assert len({c.function for c in checks}) == len(checks)
         assert "import labkit" not in exercise.source()  # the kernel cannot import it
+
+
+def test_an_id_that_is_not_an_id_is_dropped(tmp_path: Path) -> None:
+    raw = json.loads(write(tmp_path, "replay.ipynb", learner("replay")).read_text())
+    raw["cells"][1]["id"] = "setup\x1b[31m\nAll checks passed"
+    (tmp_path / "replay.ipynb").write_text(json.dumps(raw))
+    loaded = notebooks.load(tmp_path / "replay.ipynb")
+    assert "id" not in loaded.cells[1]
+    notices = notebooks.structure(loaded, solution("replay"))
+    assert notices == ["cell 2 was added (it runs before the checks)", "cell `setup` was deleted"]
+
+
+def test_a_huge_file_is_refused_by_size(tmp_path: Path) -> None:
+    path = tmp_path / "big.ipynb"
+    with path.open("wb") as f:
+        f.truncate(notebooks.MAX_BYTES + 1)
+    with pytest.raises(notebooks.Unreadable, match=r"big\.ipynb: too large to grade"):
+        notebooks.load(path)
