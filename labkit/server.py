@@ -22,11 +22,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple, Protocol
 
-from labkit import __version__
+from labkit._version import __version__
 from labkit.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
-    INVALID_REQUEST,
     METHOD_NOT_FOUND,
     UNSUPPORTED_VERSION,
     ProtocolError,
@@ -37,6 +36,7 @@ from labkit.wire import (
     META_VERSION,
     PROTOCOL_VERSION,
     RequestId,
+    envelope_error,
     error_response,
     is_request_id,
 )
@@ -202,10 +202,18 @@ class Server:
     # -- the one error boundary ------------------------------------------------------------
 
     def handle(self, message: Any, context: RequestContext) -> dict[str, Any] | None:
-        """Answer one parsed JSON-RPC message. Returns None for a notification."""
+        """Answer one parsed JSON-RPC message.
+
+        Returns None for a notification (a well-formed object without an `id`), which is never
+        dispatched: it cannot delete anything (LESSON.md section 13). An id-less object that is
+        not well formed is an invalid request and gets -32600 with `id: null`. Transports
+        only frame what this returns.
+        """
         if isinstance(message, dict) and "id" not in message:
-            # A notification is never answered and never dispatched: it cannot delete anything.
-            log.debug("notification %r ignored", message.get("method"))
+            invalid = envelope_error(message)
+            if invalid is not None:
+                return error_response(None, invalid)
+            log.debug("notification %r ignored", message["method"])
             return None
         raw_id = message.get("id") if isinstance(message, dict) else None
         request_id = raw_id if is_request_id(raw_id) else None
@@ -227,16 +235,11 @@ class Server:
     def _validate(
         self, message: Any, request_id: RequestId | None, context: RequestContext
     ) -> Request:
-        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-            raise ProtocolError(INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 object")
-        if request_id is None:
-            raise ProtocolError(INVALID_REQUEST, "Invalid Request: id must be a string or integer")
-        method = message.get("method")
-        if not isinstance(method, str):
-            raise ProtocolError(INVALID_REQUEST, "Invalid Request: method must be a string")
+        invalid = envelope_error(message)
+        if invalid is not None:
+            raise invalid
+        method: str = message["method"]
         params = message.get("params", {})
-        if not isinstance(params, dict):
-            raise ProtocolError(INVALID_REQUEST, "Invalid Request: params must be an object")
         if method not in self.methods:
             raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
         meta = params.get("_meta")
@@ -256,6 +259,7 @@ class Server:
             raise ProtocolError(
                 INVALID_PARAMS, f"params._meta[{META_CAPABILITIES!r}] must be an object"
             )
+        assert request_id is not None  # envelope_error refused a present id of another type
         return Request(request_id, method, params, version, capabilities, context, meta)
 
     def _finish(self, method: str, result: dict[str, Any]) -> None:

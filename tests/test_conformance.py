@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import pytest
-from conftest import KEY_A, KEY_B, MISSING, build_lab, check_wire, error_of, request, result_of
+from helpers import KEY_A, KEY_B, MISSING, build_lab, check_wire, error_of, request, result_of
 from mcp_types import _v2026_07_28 as v
 from test_server_registrations import checked
 

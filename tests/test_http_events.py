@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import KEY_A, check_wire, request
+from helpers import KEY_A, check_wire, request
 from test_http import post, serving
 
 from labkit.conformance import AnonymousAuthenticator, conformance_server

@@ -8,13 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import build_lab, check_wire, error_of, request, result_of
+from helpers import build_lab, check_wire, error_of, request, result_of
 from mcp_types import _v2026_07_28 as v
 from pydantic import BaseModel
 
 from labkit.server import CacheHint, Request, RequestContext, Server
 
-# Complete results of the methods `conftest.check_wire` has no model for.
+# Complete results of the methods `helpers.check_wire` has no model for.
 RESULT_MODELS: dict[str, type[BaseModel]] = {
     "prompts/list": v.ListPromptsResultResponse,
     "prompts/get": v.GetPromptResultResponse,
@@ -27,7 +27,7 @@ CACHED = ("prompts/list", "resources/list", "resources/templates/list", "resourc
 
 
 def checked(server: Server, message: dict[str, Any], **context: Any) -> dict[str, Any]:
-    """One answer, schema-checked: the conftest check where it has a model, else ours."""
+    """One answer, schema-checked: the helpers check where it has a model, else ours."""
     response = server.handle(message, RequestContext(principal="alice", **context))
     assert response is not None
     method = message["method"]

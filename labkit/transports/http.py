@@ -31,7 +31,7 @@ from starlette.types import Receive, Scope, Send
 from labkit.auth import Authenticator
 from labkit.errors import SERVER_BUSY, ProtocolError, http_status
 from labkit.server import RequestContext, Server
-from labkit.transports.envelope import header_mismatch, notification_error
+from labkit.transports.envelope import header_mismatch
 from labkit.transports.sse import SSE_HEADERS, event, wants_event_stream
 from labkit.wire import decode, encode, error_response, is_request_id, parse_error_response
 
@@ -116,12 +116,6 @@ class McpEndpoint:
             message = decode(raw)
         except ProtocolError:
             return 400, encode(parse_error_response())
-        if isinstance(message, dict) and "id" not in message:
-            error = notification_error(message)
-            if error is not None:
-                return http_status(error.code), encode(error_response(None, error))
-            log.debug("notification %r accepted and dropped", message["method"])
-            return 202, None
         raw_id = message.get("id") if isinstance(message, dict) else None
         mismatch = header_mismatch(message, headers)
         if mismatch is not None:
@@ -134,11 +128,12 @@ class McpEndpoint:
             principal=principal, transport="http", notify=notes.append if streams else None
         )
         method = message.get("method") if isinstance(message, dict) else None
-        if method in self.blocking_methods:
+        # A notification is answered by the core at once (it dispatches nothing): no thread.
+        if method in self.blocking_methods and raw_id is not None:
             response = await self._handle_in_thread(message, context, deadline, raw_id)
         else:
             response = self.server.handle(message, context)
-        if response is None:  # unreachable for an object with an id; kept total for the type
+        if response is None:  # a notification, accepted and dropped by the core
             return 202, None
         if notes:
             # The status line goes out before the stream: 200, whatever the response says.
