@@ -9,7 +9,7 @@ The runner knows nothing about notebooks, solutions or checks: it takes a scratc
 (the kernel's working directory, the only place it may write) and a list of code strings,
 and returns one `CellRun` per string. The clock is injected.
 
-Must not import the report models, the checks or nbval.
+Must not import the report models, the hidden checks or nbval.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ Landlock cannot carve a hole in a granted tree, so a tree that holds `labkit/gra
 piecewise: listing on the tree (names only), full reads on every sibling on the way down, and
 nothing on `labkit/grade/` itself (`readable_rules`).
 
-Must not import nbclient, pydantic, the grader or the hidden checks: it is the kernel's first
+Must not import nbclient, pydantic, the report models or the hidden checks: it is the kernel's first
 code and everything it imports is loaded before the restriction.
 """
 

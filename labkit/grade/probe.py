@@ -7,8 +7,8 @@ and the check author's message, and displaying the result as one
 `application/vnd.labkit.check+json` output the grader reads back. No traceback and no check
 source ever leaves here: only the outcome and the message.
 
-Must not import labkit at module level (the kernel runs it from a string): only `public`
-imports the course's public checks, from the kernel, where `labkit.course` is readable.
+Imports nothing from labkit (the kernel runs it from a string): `public` loads the course's
+public checks by name, in the kernel, where `labkit.course` is readable.
 """
 
 import inspect

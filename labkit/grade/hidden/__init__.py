@@ -6,5 +6,5 @@ the learner's implementations as parameters named after the exercise's contract,
 `AssertionError("expected X, got Y")` when the behaviour is wrong. Never copied into learner
 notebooks or feedback: feedback carries the title, the outcome and the assertion's message.
 
-Must not import labkit: the kernel cannot read this package.
+Imports nothing from labkit: the kernel cannot read this package.
 """

@@ -4,6 +4,7 @@ The replay store is SQLite with the course's tables (`labkit.course.fixtures`):
 `claims(principal, nonce, expires_at)` keyed by (principal, nonce) and `notes(id, uri, title)`.
 The connection is in autocommit mode (`isolation_level=None`), so the function owns its
 transaction. The public checks run one process; these race eight.
+Imports nothing from labkit (the kernel runs this source from a string).
 """
 
 import os

@@ -6,6 +6,7 @@ title)`; the connection is in autocommit
 mode, and `authorizer.roots(principal)` names the directories a principal may touch. A note
 whose stored workspace is not strictly inside the authorized workspace, or a principal whose
 authorization is gone, must get False and keep the note (or a PermissionError).
+Imports nothing from labkit (the kernel runs this source from a string).
 """
 
 import sqlite3

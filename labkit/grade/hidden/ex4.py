@@ -4,6 +4,7 @@ The symlink policy: a path whose resolution leaves `root` raises PermissionError
 stays inside resolves. The traps the public checks do not show: a directory link in the middle
 of the path, an absolute link, a chain of links, a dangling link and a loop. Each check builds
 its own tree in a fresh directory and names the file that must stay out of reach.
+Imports nothing from labkit (the kernel runs this source from a string).
 """
 
 import os
