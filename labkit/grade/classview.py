@@ -46,9 +46,11 @@ def render(batch: BatchReport) -> str:
     points: dict[str, float] = defaultdict(float)
     most: dict[str, float] = defaultdict(float)
     failed: Counter[tuple[str, str]] = Counter()
+    graded_with: Counter[str] = Counter()  # submissions whose notebook has the exercise
     graded = [s for s in batch.submissions if s.status == "graded"]
     for sub in graded:
         for exercise in sub.exercises:
+            graded_with[exercise.id] += 1
             points[exercise.id] += exercise.points
             most[exercise.id] += exercise.max_points
             for check in exercise.checks:
@@ -57,7 +59,7 @@ def render(batch: BatchReport) -> str:
     means = {k: 100.0 * points[k] / most[k] for k in most if most[k]}
     esc = html.escape
     worst = "".join(
-        f"<tr><td>{esc(ex)}</td><td>{esc(title)}</td><td class=n>{n} of {len(graded)}</td></tr>"
+        f"<tr><td>{esc(ex)}</td><td>{esc(title)}</td><td class=n>{n} of {graded_with[ex]}</td></tr>"
         for (ex, title), n in failed.most_common(10)
     )
     subs = "".join(

@@ -153,8 +153,9 @@ def test_partial_submission_gets_exactly_its_partial_score(graded: Graded) -> No
         "ex1/nonces_per_principal": Outcome.INCORRECT,
         "ex1/transaction_closed": Outcome.PASSED,
     }
-    # The course's public checks (when this labkit has them) all pass: the flaw is hidden.
+    # The course's public checks all pass: the flaw is one only a hidden check sees.
     public = [c for c in ex1.checks if not c.hidden]
+    assert public  # labkit.course.checks is present: its public checks run at grading
     assert all(c.outcome is Outcome.PASSED for c in public)
     public_points = sum(c.max_points for c in public)
     assert (ex1.points, ex1.max_points) == (4.0 + public_points, 5.0 + public_points)

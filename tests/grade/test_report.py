@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from grade.grade_helpers import FIXTURES, solved, write
-from labkit.grade import batch, grader, report
+from labkit.grade import batch, classview, grader, report
 from labkit.grade.exercises import PublicCheck
 from labkit.grade.kernel import CellRun, CellStatus, Execution
 from labkit.grade.probe import MIME, PUBLIC_MIME
@@ -235,3 +235,12 @@ def test_cli_refuses_bad_arguments_with_a_message(
     assert "must be positive" in capsys.readouterr().err
     assert cli.main(["grade", str(tmp_path), "--solutions", str(FIXTURES)]) == 2
     assert "no .ipynb submissions found" in capsys.readouterr().err
+
+
+def test_class_view_counts_failures_among_the_submissions_that_have_the_exercise() -> None:
+    other = make_report([Outcome.PASSED]).model_copy(update={"exercises": []})
+    broken = SubmissionReport.failed("<b>bad</b>.ipynb", "<b>bad</b>.ipynb: corrupt notebook")
+    page = classview.render(report.batch([make_report([Outcome.INCORRECT]), other, broken], 1.0))
+    assert "<td>check 0</td><td class=n>1 of 1</td>" in page
+    assert "&lt;b&gt;bad&lt;/b&gt;.ipynb" in page and "<b>bad" not in page
+    assert ">0%</text>" in page  # ex1's bar
