@@ -13,7 +13,7 @@ from labkit.grade.grader import Course
 from labkit.grade.kernel import KernelRunner, Limits, sandbox_mode, write_kernelspec
 
 # Small notebooks, short limits: every test here runs real kernels.
-TEST_LIMITS = Limits(cell_timeout=3, total_timeout=90, memory=2 * 1024**3)
+TEST_LIMITS = Limits(cell_timeout=5, total_timeout=90, memory=2 * 1024**3)
 
 
 @pytest.fixture(scope="session")

@@ -81,7 +81,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> Graded:
             "--jobs",
             "2",
             "--timeout",
-            "3",
+            "10",
         ]
     )
     return code, out, junit
