@@ -34,6 +34,7 @@ from labkit.grade.report import CheckScore, Outcome, SubmissionReport, exercise_
 PROBE_SOURCE: Final = (Path(__file__).parent / "probe.py").read_text(encoding="utf-8")
 OUTPUTS_SECTION: Final = "outputs"
 _NS: Final = "__labkit_checks__"
+_B: Final = "__labkit_builtins__"
 _NOT_RUN: Final = {
     CellStatus.TIMEOUT: "did not run to the end: the time limit per cell was reached",
     CellStatus.DEAD: "did not run: the kernel died (os._exit, a crash or a resource limit)",
@@ -164,15 +165,18 @@ def _cell_notices(cells: Sequence[NotebookNode], runs: Sequence[CellRun]) -> lis
 
 def _loader(exercise: ex.Exercise) -> str:
     code = PROBE_SOURCE + "\n\n" + exercise.source()
+    # Builtins through the module: a learner's own `compile`, `exec` or `globals` must not
+    # break grading.
     return (
-        f"{_NS} = globals().get({_NS!r}) or {{}}\n"
+        f"import builtins as {_B}\n"
+        f"{_NS} = {_B}.globals().get({_NS!r}) or {{}}\n"
         f"{_NS}[{exercise.id!r}] = {{'__name__': 'labkit_check_{exercise.id}'}}\n"
-        f"exec(compile({code!r}, '<labkit check>', 'exec'), {_NS}[{exercise.id!r}])\n"
+        f"{_B}.exec({_B}.compile({code!r}, '<labkit check>', 'exec'), {_NS}[{exercise.id!r}])\n"
     )
 
 
 def _public_cell(exercise: ex.Exercise) -> str:
-    return f"{_NS}[{exercise.id!r}]['public']({exercise.id!r}, globals())\n"
+    return f"{_NS}[{exercise.id!r}]['public']({exercise.id!r}, {_B}.globals())\n"
 
 
 def _public_scores(
@@ -215,7 +219,7 @@ def _public_scores(
 def _check_cell(check: ex.HiddenCheck) -> str:
     ns = f"{_NS}[{check.exercise!r}]"
     key = f"{check.exercise}/{check.function}"
-    return f"{ns}['run']({ns}[{check.function!r}], globals(), {key!r})\n"
+    return f"{ns}['run']({ns}[{check.function!r}], {_B}.globals(), {key!r})\n"
 
 
 def _not_run(run: CellRun, execution: Execution) -> str:

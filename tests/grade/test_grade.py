@@ -56,6 +56,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> Graded:
         "memory": "big = bytearray(6 * 1024**3)",
         "exit": "import os\nos._exit(1)",
         "crash": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)",
+        "shadows": "compile = exec = globals = display = inspect = None",
     }
     for name, source in broken.items():
         write(
@@ -179,14 +180,14 @@ def test_changed_cells_are_named_in_the_feedback(graded: Graded) -> None:
     assert _checks(_report(out, "reshaped"), "ex1")["ex1/racing_claims"] is Outcome.PASSED
 
 
-def test_an_infinite_loop_and_a_memory_bomb_do_not_stop_grading(
+def test_a_loop_a_memory_bomb_and_shadowed_builtins_do_not_stop_grading(
     graded: Graded,
 ) -> None:
     _, out, _ = graded
     loop, memory = _report(out, "loop"), _report(out, "memory")
     assert any("did not finish within the time limit" in n for n in loop.notices)
     assert any("ran out of memory: MemoryError" in n for n in memory.notices)
-    for sub in (loop, memory):
+    for sub in (loop, memory, _report(out, "shadows")):
         assert set(_checks(sub, "ex1").values()) == {Outcome.PASSED}
 
 

@@ -59,7 +59,8 @@ def test_what_is_sent_to_the_kernel(tmp_path: Path, course: grader.Course) -> No
     code_cells = [c for c in solved("replay").cells if c.cell_type == "code"]
     assert runner.sources[: len(code_cells)] == [c.source for c in code_cells]
     loader, *checks = runner.sources[len(code_cells) :]
-    assert "exec(compile(" in loader and "racing_claims" in loader
+    assert "__labkit_builtins__.exec(__labkit_builtins__.compile(" in loader
+    assert "racing_claims" in loader
     assert [c.split("[")[-1].split("]")[0] for c in checks] == [
         "'racing_claims'",
         "'nonces_per_principal'",
@@ -205,7 +206,8 @@ def test_public_checks_are_scored_beside_the_hidden_ones(
     runs += [CellRun(CellStatus.OK, [check_output("passed")])] * 3
     runner = FakeRunner(runs)
     sub = graded(tmp_path, with_public(course), runner)
-    assert runner.sources[5] == "__labkit_checks__['ex1']['public']('ex1', globals())\n"
+    public_cell = "__labkit_checks__['ex1']['public']('ex1', __labkit_builtins__.globals())\n"
+    assert runner.sources[5] == public_cell
     ex1 = sub.exercises[0]
     assert [(c.title, c.hidden, c.outcome) for c in ex1.checks[:2]] == [
         ("claims once", False, Outcome.PASSED),
