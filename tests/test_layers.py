@@ -57,13 +57,7 @@ PHRASES: dict[str, tuple[str, ...]] = {
     "the core": ("labkit.server", "labkit.notes_delete", "labkit.deployment"),
     "the stores": ("labkit.stores",),
     "a store": ("labkit.stores",),
-    "ipywidgets": ("ipywidgets",),
-    "the checks": ("labkit.course.checks",),
-    # The course's race and checks mean "at import time": checks loads the exercise registry
-    # (which reaches labkit.scope and the server) lazily inside a function, and ast follows
-    # function bodies, so this table cannot check that promise statically.
-    "the protocol core": (),
-    "the protocol core at import time": (),
+    "the endpoint": ("labkit.transports.http",),
     "nbclient": ("nbclient",),
     "nbval": ("nbval",),
     "pydantic": ("pydantic",),
