@@ -5,3 +5,12 @@ Owns: everything a notebook imports besides `labkit` itself. The only part of la
 imports ipywidgets. Must not be imported by the protocol core, a transport or a store: the
 dependency points one way, from the course down to the core.
 """
+
+from labkit.course.consent import UrlConsent as UrlConsent
+from labkit.course.forms import ElicitationForm as ElicitationForm
+from labkit.course.live import LiveCall as LiveCall
+from labkit.course.live import start_tool as start_tool
+from labkit.course.quiz import Option as Option
+from labkit.course.quiz import Quiz as Quiz
+from labkit.course.quiz import QuizWidget as QuizWidget
+from labkit.course.quiz import quiz as quiz
