@@ -14,3 +14,5 @@ from labkit.course.quiz import Option as Option
 from labkit.course.quiz import Quiz as Quiz
 from labkit.course.quiz import QuizWidget as QuizWidget
 from labkit.course.quiz import quiz as quiz
+from labkit.course.skill import export_skill as export_skill
+from labkit.course.skill import skill_text as skill_text
