@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from labkit import serve as serve_command
 
@@ -33,6 +34,34 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="serve MCP over stdio (default) or Streamable HTTP")
     serve_command.add_arguments(serve)
 
+    course = commands.add_parser(
+        "course",
+        help="course authoring: make the learner notebooks from the solutions",
+        description="Course authoring commands.",
+    )
+    course_commands = course.add_subparsers(dest="course_command", metavar="ACTION", required=True)
+    build = course_commands.add_parser(
+        "build",
+        help="write notebooks/ from solutions/ (solution regions stubbed, outputs stripped)",
+        description="Make the learner copies: every '# BEGIN SOLUTION' ... '# END SOLUTION' "
+        "region of a solution notebook becomes one 'raise NotImplementedError()' stub line, "
+        "outputs are stripped and the notebook is stamped with the metadata the grader "
+        "matches on. Markdown pages are copied. Refuses regions over 25 lines, more than 3 "
+        "per notebook, unbalanced markers, or a stub outside a function.",
+    )
+    build.add_argument(
+        "--solutions", type=Path, default=Path("solutions"), help="authored notebooks (solutions/)"
+    )
+    build.add_argument(
+        "--out", type=Path, default=Path("notebooks"), help="learner copies (notebooks/)"
+    )
+    build.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 and list the files when the learner copies are stale",
+    )
+    build.set_defaults(run=_run_course_build)
+
     export_skill = commands.add_parser(
         "export-skill",
         help="write the elicitation form designer skill file",
@@ -54,6 +83,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _run_course_build(args: argparse.Namespace) -> int:
+    from labkit.course import build
+
+    try:
+        built = build.build(args.solutions)
+        if args.check:
+            problems = build.stale(built, args.out)
+            for problem in problems:
+                print(f"stale: {args.out / problem}", file=sys.stderr)
+            if problems:
+                print("run `labkit course build` and commit the result", file=sys.stderr)
+                return 1
+            print(f"{args.out}: up to date ({len(built)} files)")
+            return 0
+        changed = build.write(built, args.out)
+    except build.BuildError as error:
+        print(f"labkit course build: {error}", file=sys.stderr)
+        return 1
+    print(f"{args.out}: {len(changed)} of {len(built)} files written or removed")
+    for name in changed:
+        print(f"  {name}")
+    return 0
+
+
 def _run_demo(args: argparse.Namespace) -> int:
     from labkit.demo import run_walkthrough
 
@@ -61,8 +114,6 @@ def _run_demo(args: argparse.Namespace) -> int:
 
 
 def _run_export_skill(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from labkit.course.skill import ExportError, export_skill
 
     try:
