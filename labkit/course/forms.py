@@ -63,47 +63,93 @@ def check_schema(schema: Mapping[str, Any]) -> None:
     """Raise ValueError (a `forms.FormError`) unless `schema` is in the restricted subset.
 
     `labkit.forms.check_schema` holds the rules the server applies; the renderer adds what it
-    needs to draw a field safely: no `$ref` anywhere, well-formed choice lists, a string type
-    for formats and lengths, and a default that fits its own field.
+    needs to draw a field safely: no `$ref` anywhere, well-formed choice lists and constraint
+    values, formats on strings only, and a default that fits its own field.
     """
     if "$ref" in schema or "$defs" in schema:
         raise forms.FormError("requestedSchema: $ref and $defs are outside the form subset")
+    required = schema.get("required", [])
+    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+        raise forms.FormError("requestedSchema: required must be a list of property names")
+    properties = schema.get("properties")
+    for name, field in properties.items() if isinstance(properties, Mapping) else ():
+        if isinstance(field, Mapping) and field.get("type") == "array":
+            _check_items(name, field.get("items"))
     forms.check_schema(schema)
     for name, field in schema["properties"].items():
         _check_field(name, field)
+
+
+def _check_items(name: str, items: object) -> None:
+    # Before `forms.check_schema`, which reads `items` as a well-formed choice list.
+    if not isinstance(items, Mapping):
+        raise forms.FormError(f"field {name!r}: an array field needs items (an object)")
+    if "$ref" in items:
+        raise forms.FormError(f"field {name!r}: $ref is outside the form subset")
+    titled = items.get("anyOf", [])
+    if not isinstance(titled, list) or not all(
+        isinstance(o, Mapping) and "const" in o for o in titled
+    ):
+        raise forms.FormError(f"field {name!r}: each anyOf choice is an object with a const")
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_scalar(value: object) -> bool:
+    return isinstance(value, str | int | float | bool)
+
+
+# Constraint keyword -> what its value must be, so a bad schema fails here, not at accept time.
+_CONSTRAINTS: dict[str, Callable[[object], bool]] = {
+    "minLength": _is_count,
+    "maxLength": _is_count,
+    "minItems": _is_count,
+    "maxItems": _is_count,
+    "minimum": _is_number,
+    "maximum": _is_number,
+}
 
 
 def _check_field(name: str, field: Mapping[str, Any]) -> None:
     def refuse(why: str) -> forms.FormError:
         return forms.FormError(f"field {name!r}: {why}")
 
-    if "$ref" in field or "$ref" in field.get("items", {}):
+    if "$ref" in field:
         raise refuse("$ref is outside the form subset")
+    items = field.get("items", {})
+    for keyword, valid in _CONSTRAINTS.items():
+        if keyword in field and not valid(field[keyword]):
+            raise refuse(f"{keyword} must be a number, not {field[keyword]!r}")
     kind = field_kind(field)
-    if kind == "multi":
-        items = field["items"]
-        if not isinstance(items, Mapping) or items.get("type", "string") not in ("string",):
-            raise refuse("a multi-select holds strings")
-        options = items.get("anyOf", items.get("enum"))
-    elif kind == "select":
-        options = field.get("oneOf", field.get("enum"))
-    else:
-        options = None
-    if options is not None:
+    source = items if kind == "multi" else field
+    if kind == "multi" and (
+        not isinstance(items, Mapping) or items.get("type", "string") != "string"
+    ):
+        raise refuse("a multi-select holds strings")
+    titled = source.get("anyOf" if kind == "multi" else "oneOf")
+    options = titled if titled is not None else source.get("enum")
+    if kind in ("select", "multi"):
         if not isinstance(options, list) or not options:
             raise refuse("a select needs a non-empty list of choices")
-        if any(isinstance(o, Mapping) and "const" not in o for o in options):
-            raise refuse("each oneOf/anyOf choice needs a const")
+        if titled is not None and not all(isinstance(o, Mapping) and "const" in o for o in titled):
+            raise refuse("each oneOf/anyOf choice is an object with a const")
+        if titled is None and not all(_is_scalar(o) for o in options):
+            raise refuse("enum values are plain values")
         names = field.get("enumNames")
         if names is not None and (not isinstance(names, list) or len(names) != len(options)):
             raise refuse("enumNames must name every enum value")
     if "format" in field and field["type"] != "string":
         raise refuse("format applies to strings only")
     if "default" in field:
-        default = field["default"]
-        problem = forms.field_problem(field, list(default) if kind == "multi" else default)
+        problem = forms.field_problem(field, field["default"])
         if problem:
-            raise refuse(f"default {default!r} is {problem}")
+            raise refuse(f"default {field['default']!r} is {problem}")
 
 
 def field_kind(field: Mapping[str, Any]) -> str:
@@ -334,10 +380,10 @@ class ElicitationForm(OneAnswer, widgets.VBox):  # type: ignore[misc]
         content, errors = self.collect()
         self.errors = errors
         for name, label in self.error_labels.items():
-            problem = errors.get(name, "")
-            label.value = f"<span style='{_ERROR_STYLE}'>{html.escape(problem)}</span>"
-            if not problem:
-                label.value = ""
+            problem = errors.get(name)
+            label.value = (
+                f"<span style='{_ERROR_STYLE}'>{html.escape(problem)}</span>" if problem else ""
+            )
         if errors:
             self.status.value = html.escape(f"Not sent: {len(errors)} field(s) need attention.")
             return None

@@ -416,6 +416,17 @@ UNSUPPORTED = [
     ({"type": "integer", "format": "date"}, "int_fmt"),
     ({"type": "integer", "maximum": 5, "default": 9}, "bad_default"),
     ({"type": "string", "enum": ["a"], "default": "z"}, "default_choice"),
+    ({"type": "array", "items": {"anyOf": [{"title": "no const"}]}}, "anyof_const"),
+    ({"type": "array", "items": {"anyOf": ["a"]}}, "anyof_str"),
+    ({"type": "array", "items": ["a"]}, "items_list"),
+    ({"type": "array", "items": {"$ref": "#/x"}}, "items_ref"),
+    ({"type": "array", "items": {"type": "integer", "enum": [1]}}, "int_items"),
+    ({"type": "array", "items": {"enum": ["a"]}, "default": "a"}, "multi_default"),
+    ({"type": "string", "oneOf": ["a"]}, "oneof_str"),
+    ({"type": "string", "enum": [{"a": 1}]}, "enum_obj"),
+    ({"type": "string", "minLength": "3"}, "min_str"),
+    ({"type": "integer", "maximum": True}, "max_bool"),
+    ({"type": "array", "items": {"enum": ["a"]}, "maxItems": -1}, "neg_items"),
 ]
 
 
@@ -440,6 +451,14 @@ def test_unsupported_property_is_refused_by_name(field: dict[str, Any], name: st
 )
 def test_bad_params_or_root_schema_are_refused(params: Any):
     with pytest.raises(ValueError):
+        ElicitationForm(params)
+
+
+@pytest.mark.parametrize("required", ["x", [1], None])
+def test_required_must_be_a_list_of_names(required: Any):
+    params = form_params({"x": {"type": "string"}})
+    params["requestedSchema"]["required"] = required
+    with pytest.raises(ValueError, match="required"):
         ElicitationForm(params)
 
 
