@@ -6,6 +6,8 @@ from typing import Any
 
 import ipywidgets as widgets
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from labkit import forms
 from labkit.course import ElicitationForm
@@ -290,6 +292,31 @@ def test_invalid_accept_shows_the_error_and_answers_nothing(
     assert message.replace("&", "&amp;") in form.error_labels["x"].value
     assert form.fields["x"].value == value  # never clamped or repaired
     assert "1 field(s)" in form.status.value
+
+
+@settings(max_examples=50)  # each example builds a form of widgets
+@given(value=st.integers(-(10**6), 10**6))
+def test_integer_in_range_is_sent_as_typed_and_out_of_range_never_clamped(value: int):
+    form = one({"type": "integer", "minimum": 0, "maximum": 150})
+    form.fields["x"].value = value
+    form.accept()
+    if 0 <= value <= 150:
+        assert form.answer == {"action": "accept", "content": {"x": value}}
+    else:
+        assert form.answer is None and set(form.errors) == {"x"}
+    assert form.fields["x"].value == value
+
+
+@settings(max_examples=50)
+@given(text=st.text(max_size=12))
+def test_string_length_bounds_match_the_server(text: str):
+    field = {"type": "string", "minLength": 2, "maxLength": 8}
+    form = one(field)
+    form.fields["x"].value = text
+    form.accept()
+    server_ok = text != "" and forms.field_problem(field, text) is None
+    assert (form.answer is not None) == server_ok
+    assert form.fields["x"].value == text
 
 
 def test_missing_required_choice_and_several_errors_at_once():
