@@ -104,6 +104,10 @@ class LiveCall(Generic[P]):
     def done(self) -> bool:
         return self.result is not None or self.error is not None
 
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        # A cell ending in `start_tool(...)` shows the call's area.
+        return self.widget._repr_mimebundle_(**kwargs)
+
     def _run(self, step: Callable[[], P | Result]) -> None:
         # Called from `start_tool` and from click handlers: an exception raised here would only
         # reach the kernel's log, so every failure is shown in the area and kept in `.error`.

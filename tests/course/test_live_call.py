@@ -235,6 +235,12 @@ def test_a_complete_first_answer_is_shown(deployment: Deployment):
     assert live.result["structuredContent"]["status"] == "no_match"
 
 
+def test_a_live_call_displays_as_its_area(deployment: Deployment):
+    live = start_tool(ServerHost(deployment), "notes_delete", dict(TPS))
+    view = live._repr_mimebundle_()["application/vnd.jupyter.widget-view+json"]
+    assert view["model_id"] == live.widget.model_id
+
+
 def test_the_given_area_is_used(deployment: Deployment):
     area = widgets.VBox([widgets.HTML("intro")])
     live = start_tool(ServerHost(deployment), "notes_delete", dict(TPS), out=area)
