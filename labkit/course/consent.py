@@ -43,8 +43,12 @@ def check_url(url: object) -> SplitResult:
         raise ValueError(f"url {url!r}: a URL with userinfo (user@host) is refused")
     if not parts.hostname:
         raise ValueError(f"url {url!r} has no host")
-    if any(ch.isspace() or ord(ch) < 0x20 for ch in url):
+    if any(ch.isspace() or ord(ch) < 0x20 or ch == "\x7f" for ch in url):
         raise ValueError(f"url {url!r} contains whitespace or control characters")
+    if "\\" in url:
+        # Browsers read `\` as `/`: `https://evil.example\.trusted.example/` opens evil.example
+        # while Python's parser (and the user) would see one long trusted-looking host.
+        raise ValueError(f"url {url!r} contains a backslash")
     return parts
 
 
@@ -80,7 +84,8 @@ class UrlConsent(OneAnswer, widgets.VBox):  # type: ignore[misc]
         message = params.get("message")
         if not isinstance(message, str):
             raise ValueError("elicitation params need a message (a string)")
-        elicitation_id = params.get("elicitationId")  # 2025-11-25 only; shown, never needed
+        # 2025-11-25 only (the legacy completion notification names it); never needed here.
+        elicitation_id = params.get("elicitationId")
         if elicitation_id is not None and not isinstance(elicitation_id, str):
             raise ValueError("elicitationId must be a string")
         parts = check_url(params.get("url"))
@@ -102,7 +107,7 @@ class UrlConsent(OneAnswer, widgets.VBox):  # type: ignore[misc]
         self.status = widgets.HTML("")
         rows = [
             widgets.HTML(f"<h4>{html.escape(message)}</h4>"),
-            widgets.HTML(self._destination_html(parts)),
+            widgets.HTML(self._destination_html()),
             *(
                 widgets.HTML(f"<span style='{_WARNING_STYLE}'>{html.escape(w)}</span>")
                 for w in self.warnings
@@ -113,7 +118,7 @@ class UrlConsent(OneAnswer, widgets.VBox):  # type: ignore[misc]
         ]
         super().__init__(children=rows)
 
-    def _destination_html(self, parts: SplitResult) -> str:
+    def _destination_html(self) -> str:
         # The host is what the user must judge; the full URL is shown too, never shortened.
         return (
             f"Opens a page on <b>{html.escape(self.host)}</b><br>"

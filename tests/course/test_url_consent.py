@@ -122,6 +122,8 @@ def test_legacy_elicitation_id_is_accepted():
         ("https:///no-host", "no host"),
         ("https://example.org:99999/", "not a valid URL"),
         ("https://example.org/a b", "whitespace"),
+        ("https://example.org/\x7f", "control"),
+        ("https://evil.example\\.trusted.example/", "backslash"),
         (42, "must be a string"),
         (None, "must be a string"),
     ],
