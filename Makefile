@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint unit bench lab clean
+.PHONY: demo test lint unit conformance bench lab clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -23,7 +23,14 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q
 
-test: lint unit
+# The official MCP conformance suite (npm, pinned in the runner) against
+# `labkit serve --profile conformance`; installed into the ignored .conformance/ folder.
+CONFORMANCE_ERAS ?= 2026-07-28
+
+conformance: $(STAMP)
+	$(BIN)/python tests/conformance/run.py $(foreach era,$(CONFORMANCE_ERAS),--requirements $(era))
+
+test: lint unit conformance
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
@@ -33,4 +40,4 @@ lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .conformance

@@ -12,6 +12,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from labkit import messages
 from labkit.deployment import DEMO_ALLOWLIST, DEMO_NOTES
 from labkit.scope import AllowlistAuthorizer
 from labkit.stores import Note
@@ -29,43 +30,38 @@ DEMO_TITLE = "tps"
 BENCH_NOTES_PER_THREAD = 16
 BENCH_THREADS = 4
 
-META: dict[str, Any] = {
-    "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
-    "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
-    "io.modelcontextprotocol/clientInfo": {"name": "labkit-bench", "version": "0"},
-}
+CLIENT_INFO: dict[str, str] = messages.client_info("labkit-bench", "0")
+META: dict[str, Any] = messages.meta(
+    messages.form_capabilities(), version=PROTOCOL_VERSION, client_info=CLIENT_INFO
+)
+
+
+# Thin aliases over `labkit.messages`, the one set of builders (the same dicts as ever).
 
 
 def tools_list(request_id: int) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/list", "params": {"_meta": META}}
+    return messages.request(request_id, "tools/list", client_info=CLIENT_INFO)
 
 
 def delete_params(title: str = DEMO_TITLE) -> dict[str, Any]:
-    return {
-        "_meta": META,
-        "name": TOOL,
-        "arguments": {"workspaceUri": WORKSPACE, "title": title},
-    }
+    params: dict[str, Any] = delete_round1(0, title)["params"]
+    return params
 
 
 def delete_round1(request_id: int, title: str = DEMO_TITLE) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": request_id,
-        "method": "tools/call",
-        "params": delete_params(title),
-    }
+    return messages.tools_call(
+        request_id,
+        TOOL,
+        {"workspaceUri": WORKSPACE, "title": title},
+        client_info=CLIENT_INFO,
+    )
 
 
 def delete_retry(
     request_id: int, state: str, note_id: str, title: str = DEMO_TITLE
 ) -> dict[str, Any]:
-    params = delete_params(title)
-    params["requestState"] = state
-    params["inputResponses"] = {
-        INPUT_KEY: {"action": "accept", "content": {"note_id": note_id, "confirm": True}}
-    }
-    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+    answer = messages.accept({"note_id": note_id, "confirm": True})
+    return messages.retry(delete_round1(request_id, title), request_id, {INPUT_KEY: answer}, state)
 
 
 class RefillingNoteStore(MemoryNoteStore):

@@ -14,10 +14,11 @@ import logging
 import marshal
 import secrets
 from collections.abc import Callable
-from typing import Any, Final, NoReturn
+from typing import Any, Final, NamedTuple, NoReturn
 
 from labkit import forms
 from labkit.errors import INVALID_PARAMS, MISSING_CAPABILITY, SERVER_BUSY, ProtocolError
+from labkit.messages import ACTIONS
 from labkit.scope import (
     Authorizer,
     Path,
@@ -48,7 +49,7 @@ MAX_CANDIDATES: Final = 20
 MAX_TITLE_CHARS: Final = 200
 PHASE: Final = "confirm-delete"
 
-_ACTIONS: Final = ("accept", "decline", "cancel")
+_ACTIONS: Final = frozenset(ACTIONS)
 _ARGUMENT_NAMES: Final = frozenset({"workspaceUri", "title"})
 STATE_ERROR: Final = "Invalid, expired or already used requestState"
 OUTSIDE_ERROR: Final = "workspaceUri is not a workspace this principal may use"
@@ -138,6 +139,37 @@ def _complete(text: str, structured: dict[str, Any], *, is_error: bool = False) 
     if is_error:
         result["isError"] = True
     return result
+
+
+class _Retry(NamedTuple):
+    """What a verified retry knows: the binding and scope of this request, and what the signed
+    state carried (the offered candidates with their identities, the nonce, the expiry)."""
+
+    binding: Binding
+    root: Path
+    workspace: Path
+    title: str
+    ws_uri: str
+    candidates: dict[str, str]
+    nonce: str
+    expires_at: float
+
+
+def _read_answer(params: dict[str, Any]) -> dict[str, Any] | None:
+    """The `delete_choice` answer, None when absent; -32602 when it is no elicitation result."""
+    responses = params.get("inputResponses", {})
+    if not isinstance(responses, dict):
+        raise ProtocolError(INVALID_PARAMS, "inputResponses must be an object")
+    answer = responses.get(INPUT_KEY)  # extra unknown keys are ignored (PROTOCOL.md)
+    if answer is not None and (
+        not isinstance(answer, dict) or answer.get("action") not in _ACTIONS
+    ):
+        raise ProtocolError(
+            INVALID_PARAMS,
+            f"inputResponses.{INPUT_KEY} must be an elicitation result "
+            "with action accept, decline or cancel",
+        )
+    return answer
 
 
 class NotesDelete:
@@ -258,10 +290,26 @@ class NotesDelete:
         }
 
     # -- round two: verify, validate, then act -----------------------------------------------
+    #
+    # Small named steps: verify the state, read the answer's shape, then one handler per
+    # action (`_ON_ACTION`), and for an accepted deletion one per store outcome
+    # (`_ON_DELETION`). Security order (LESSON.md section 9): the state is verified before the
+    # answer is read; the answer is validated before any nonce is claimed; cancel and a missing
+    # answer claim nothing.
 
     def _retry(
         self, params: dict[str, Any], binding: Binding, root: Path, workspace: Path, title: str
     ) -> dict[str, Any]:
+        retry = self._verify(params, binding, root, workspace, title)
+        answer = _read_answer(params)
+        if answer is None:
+            return self._on_missing(retry)
+        return _ON_ACTION[answer["action"]](self, retry, answer)
+
+    def _verify(
+        self, params: dict[str, Any], binding: Binding, root: Path, workspace: Path, title: str
+    ) -> _Retry:
+        """The signed state, checked against this request, or the one fixed -32602."""
         ws_uri = format_file_uri(workspace)
         try:
             verified = self.signer.verify(params.get("requestState"), binding)
@@ -273,37 +321,35 @@ class NotesDelete:
         except (InvalidState, KeyError, TypeError, IndexError) as exc:
             log.warning("requestState refused for %r: %s", binding.principal, exc)
             raise ProtocolError(INVALID_PARAMS, STATE_ERROR) from None
+        return _Retry(
+            binding, root, workspace, title, ws_uri, candidates, nonce, verified.expires_at
+        )
 
-        responses = params.get("inputResponses", {})
-        if not isinstance(responses, dict):
-            raise ProtocolError(INVALID_PARAMS, "inputResponses must be an object")
-        answer = responses.get(INPUT_KEY)
-        if answer is not None and (
-            not isinstance(answer, dict) or answer.get("action") not in _ACTIONS
-        ):
-            raise ProtocolError(
-                INVALID_PARAMS,
-                f"inputResponses.{INPUT_KEY} must be an elicitation result "
-                "with action accept, decline or cancel",
-            )
-        if answer is None or answer["action"] == "cancel":
-            # Neither path claims anything, so look first: a state already used (declined or
-            # deleted) is over, and must not be re-asked or reported as still answerable.
-            if self.replay.used(binding.principal, nonce):
-                self._refuse_claim(binding.principal, full=False)
-            if answer is None:
-                # A missing answer is re-asked, never treated as consent or as an error.
-                return self._ask(binding, workspace, title)
-            return _complete(
-                "Cancelled: nothing was deleted. The same confirmation can still be answered.",
-                {"deleted": False, "status": "cancelled"},
-            )
-        if answer["action"] == "decline":
-            self._consume(binding.principal, nonce, verified.expires_at)
-            return _complete(
-                "Declined: nothing was deleted.", {"deleted": False, "status": "declined"}
-            )
-        schema = _asked_schema(tuple(candidates))
+    def _refuse_if_used(self, retry: _Retry) -> None:
+        # Cancel and a missing answer claim nothing, so look first: a state already used
+        # (declined or deleted) is over, and must not be re-asked or reported as answerable.
+        if self.replay.used(retry.binding.principal, retry.nonce):
+            self._refuse_claim(retry.binding.principal, full=False)
+
+    def _on_missing(self, retry: _Retry) -> dict[str, Any]:
+        # A missing answer is re-asked, never treated as consent or as an error.
+        self._refuse_if_used(retry)
+        return self._ask(retry.binding, retry.workspace, retry.title)
+
+    def _on_cancel(self, retry: _Retry, answer: dict[str, Any]) -> dict[str, Any]:
+        self._refuse_if_used(retry)
+        return _complete(
+            "Cancelled: nothing was deleted. The same confirmation can still be answered.",
+            {"deleted": False, "status": "cancelled"},
+        )
+
+    def _on_decline(self, retry: _Retry, answer: dict[str, Any]) -> dict[str, Any]:
+        # Terminal: the nonce is consumed, so the same state can never delete later.
+        self._consume(retry.binding.principal, retry.nonce, retry.expires_at)
+        return _complete("Declined: nothing was deleted.", {"deleted": False, "status": "declined"})
+
+    def _on_accept(self, retry: _Retry, answer: dict[str, Any]) -> dict[str, Any]:
+        schema = _asked_schema(tuple(retry.candidates))
         try:
             content = forms.validate_content(schema, answer.get("content"))
         except forms.FormError as exc:
@@ -312,47 +358,55 @@ class NotesDelete:
                 f"inputResponses.{INPUT_KEY}.content does not answer the form: {exc}",
             ) from None
         if content["confirm"] is not True:
-            self._consume(binding.principal, nonce, verified.expires_at)
+            # An accepted form without the confirmation is a refusal, not an error; terminal.
+            self._consume(retry.binding.principal, retry.nonce, retry.expires_at)
             return _complete(
                 "Not confirmed: nothing was deleted.",
                 {"deleted": False, "status": "not_confirmed"},
             )
         note_id: str = content["note_id"]
-
-        def recheck(live: Note) -> bool:
-            # Layer 1 and 2 again, on the live record, right before the mutation.
-            return (
-                live.identity == candidates[note_id]
-                and strictly_contains(workspace, live.path)
-                and contains(root, live.path)
-                and root in self.authorizer.roots(binding.principal)
-            )
-
         outcome, note = commit_deletion(
             self.notes,
             self.replay,
             Confirmation(
-                principal=binding.principal,
-                nonce=nonce,
-                expires_at=verified.expires_at + self.signer.skew_seconds,
+                principal=retry.binding.principal,
+                nonce=retry.nonce,
+                expires_at=retry.expires_at + self.signer.skew_seconds,
                 note_id=note_id,
-                recheck=recheck,
+                recheck=functools.partial(self._recheck, retry, note_id),
             ),
         )
-        if outcome is Deletion.DELETED:
-            assert note is not None
-            return _complete(
-                f"Deleted {note_id} ({note.title!r}) from {ws_uri}.",
-                {"deleted": True, "status": "deleted", "noteId": note_id},
-            )
-        if outcome is Deletion.STALE:
-            return _complete(
-                f"{note_id} changed, moved or disappeared since the form was shown; nothing was "
-                "deleted. Call notes_delete again to see the current notes.",
-                {"deleted": False, "status": "stale", "noteId": note_id},
-                is_error=True,
-            )
-        self._refuse_claim(binding.principal, outcome is Deletion.FULL)
+        return _ON_DELETION[outcome](self, retry, note_id, note)
+
+    def _recheck(self, retry: _Retry, note_id: str, live: Note) -> bool:
+        """Layers 1 and 2 again, on the live record, right before the mutation."""
+        return (
+            live.identity == retry.candidates[note_id]
+            and strictly_contains(retry.workspace, live.path)
+            and contains(retry.root, live.path)
+            and retry.root in self.authorizer.roots(retry.binding.principal)
+        )
+
+    def _deleted(self, retry: _Retry, note_id: str, note: Note | None) -> dict[str, Any]:
+        assert note is not None  # commit_deletion returns the deleted record with DELETED
+        return _complete(
+            f"Deleted {note_id} ({note.title!r}) from {retry.ws_uri}.",
+            {"deleted": True, "status": "deleted", "noteId": note_id},
+        )
+
+    def _stale(self, retry: _Retry, note_id: str, note: Note | None) -> dict[str, Any]:
+        return _complete(
+            f"{note_id} changed, moved or disappeared since the form was shown; nothing was "
+            "deleted. Call notes_delete again to see the current notes.",
+            {"deleted": False, "status": "stale", "noteId": note_id},
+            is_error=True,
+        )
+
+    def _used(self, retry: _Retry, note_id: str, note: Note | None) -> NoReturn:
+        self._refuse_claim(retry.binding.principal, full=False)
+
+    def _full(self, retry: _Retry, note_id: str, note: Note | None) -> NoReturn:
+        self._refuse_claim(retry.binding.principal, full=True)
 
     def _consume(self, principal: str, nonce: str, expires_at: float) -> None:
         claim = self.replay.claim(principal, nonce, expires_at + self.signer.skew_seconds)
@@ -369,6 +423,23 @@ class NotesDelete:
             )
         log.warning("requestState replayed by %r", principal)
         raise ProtocolError(INVALID_PARAMS, STATE_ERROR)
+
+
+# What each answer does (LESSON.md section 8), and what each outcome of the confirmed deletion
+# answers: tables, so a new branch is one row, not another arm of an if-chain.
+_ActionHandler = Callable[[NotesDelete, _Retry, dict[str, Any]], dict[str, Any]]
+_ON_ACTION: Final[dict[str, _ActionHandler]] = {
+    "accept": NotesDelete._on_accept,
+    "decline": NotesDelete._on_decline,
+    "cancel": NotesDelete._on_cancel,
+}
+_DeletionHandler = Callable[[NotesDelete, _Retry, str, Note | None], dict[str, Any]]
+_ON_DELETION: Final[dict[Deletion, _DeletionHandler]] = {
+    Deletion.DELETED: NotesDelete._deleted,
+    Deletion.STALE: NotesDelete._stale,
+    Deletion.USED: NotesDelete._used,
+    Deletion.FULL: NotesDelete._full,
+}
 
 
 @functools.lru_cache(maxsize=1024)

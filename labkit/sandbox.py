@@ -100,16 +100,15 @@ class SandboxReport:
 
 def interpreter_paths() -> tuple[str, ...]:
     """Read-only paths the running interpreter needs: its prefixes, site-packages and the
-    labkit package itself (an editable install lives outside site-packages)."""
-    import labkit
-
+    labkit package itself (an editable install lives outside site-packages): the directory
+    this module is in, found without importing the package root (which is the core)."""
     candidates = [
         sys.prefix,
         sys.exec_prefix,
         sys.base_prefix,
         sys.base_exec_prefix,
         *site.getsitepackages(),
-        os.path.dirname(os.path.abspath(labkit.__file__)),
+        os.path.dirname(os.path.abspath(__file__)),
         *SYSTEM_READ_ONLY,
     ]
     seen: dict[str, None] = {}

@@ -44,20 +44,25 @@ stdio (the default): newline-delimited JSON-RPC on stdin/stdout, logs on stderr;
 acts for the one principal configured with `stdio = true` (alice in the demo). It stops on
 EOF, SIGINT or SIGTERM.
 
-http: Streamable HTTP at http://HOST:PORT/mcp (POST only, application/json responses),
+http: Streamable HTTP at http://HOST:PORT/mcp (POST only; application/json responses, or
+SSE events when a call reports progress and the client accepts text/event-stream),
 authenticated with `Authorization: Bearer <token>`; Host and Origin are checked against
 loopback names (and the config's [http] allowed_hosts / allowed_origins).
 
 Without --config the demo deployment runs: in-memory notes, principals alice and mallory, a
 random signing key, and over HTTP the public demo tokens `demo-alice` and `demo-mallory`
-(loopback only). A config file sets principals, token hashes, workspaces, signing keys,
-stores and the sandbox; see the "Configuration" section of the README."""
+(loopback only). `--profile conformance` serves the same core with the official conformance
+suite's fixture tools, prompts and resources registered beside the lesson's tool, without
+authentication (loopback only, no --config). A config file sets principals, token hashes,
+workspaces, signing keys, stores and the sandbox; see the "Configuration" section of the
+README."""
 
 EPILOG: Final = """\
 examples:
   labkit serve                                  # demo deployment over stdio
   labkit serve --transport http --port 8000     # demo deployment at http://127.0.0.1:8000/mcp
   labkit serve --config labkit.toml --transport http --host 127.0.0.1 --port 9000
+  labkit serve --transport http --profile conformance --port 0   # the suite's fixtures
 
 exit status: 0 clean stop, 1 the environment refused (port in use, a database that cannot
 be opened, sandbox required but unavailable), 2 bad configuration or usage."""
@@ -103,6 +108,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="TOML configuration file (principals, token hashes, workspaces, signing key "
         "files, stores, sandbox); without it the demo deployment runs",
+    )
+    parser.add_argument(
+        "--profile",
+        choices=("lesson", "conformance"),
+        default="lesson",
+        help="lesson (default): the lesson's deployment; conformance: the same core with the "
+        "conformance suite's fixtures and no authentication (loopback only, no --config)",
     )
     parser.set_defaults(run=run)
 
@@ -152,7 +164,12 @@ def run(args: argparse.Namespace) -> int:
 def _plan(args: argparse.Namespace) -> Plan:
     from labkit.config import ConfigError
 
-    if args.config is None:
+    if args.profile == "conformance":
+        if args.config is not None:
+            raise ConfigError("--profile", "the conformance profile takes no --config")
+        plan = _conformance_plan()
+        http_host, http_port = DEFAULT_HOST, DEFAULT_PORT
+    elif args.config is None:
         plan = _demo_plan(args.transport)
         http_host, http_port = DEFAULT_HOST, DEFAULT_PORT
     else:
@@ -160,7 +177,9 @@ def _plan(args: argparse.Namespace) -> Plan:
     plan.host = args.host if args.host is not None else http_host
     plan.port = args.port if args.port is not None else http_port
     if args.transport == "http" and args.config is None and not _is_loopback(plan.host):
-        raise ConfigError("--host", "the demo credentials are public; serve them on loopback only")
+        raise ConfigError(
+            "--host", "the demo and conformance profiles have public access; loopback only"
+        )
     return plan
 
 
@@ -180,6 +199,25 @@ def _demo_plan(transport: str) -> Plan:
         # Nothing on disk to reach: the demo can be confined to reading its own installation.
         sandbox_mode="best_effort",
         # Everything lives in memory: answering inline is cheaper than a thread hop.
+        blocking_methods=frozenset(),
+    )
+
+
+def _conformance_plan() -> Plan:
+    from labkit.conformance import ANONYMOUS, AnonymousAuthenticator, conformance_server
+    from labkit.deployment import demo_deployment
+
+    log.warning(
+        "conformance profile: the suite's fixtures beside the demo deployment, every request "
+        "acting for %r without credentials (loopback only)",
+        ANONYMOUS,
+    )
+    demo = demo_deployment()
+    return Plan(
+        server=conformance_server(keys=demo.keys, tools=list(demo.server.tools.values())),
+        stdio_principal=ANONYMOUS,
+        authenticator=AnonymousAuthenticator(),
+        sandbox_mode="best_effort",
         blocking_methods=frozenset(),
     )
 

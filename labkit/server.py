@@ -1,24 +1,31 @@
 """The sans-IO MCP 2026-07-28 server: one parsed JSON-RPC object in, one response (or None) out.
 
 Owns: envelope validation, per-request `_meta` validation, method dispatch, the one error
-boundary, `server/discover`, `tools/list` and `tools/call` routing.
+boundary, `server/discover`, `tools/list` and `tools/call` routing, and the general registrations
+beside tools: prompts (`prompts/list`, `prompts/get`), resources and resource templates
+(`resources/list`, `resources/templates/list`, `resources/read`), a completer
+(`completion/complete`), and the caching hints per method. A method exists, and its capability
+is declared, only when something is registered for it: the lesson's deployment registers one tool
+and answers exactly what it did before.
 Must not import a transport, a widget toolkit or anything that does I/O: transports call
-`Server.handle` and own their sockets and pipes.
+`Server.handle` and own their sockets and pipes. A handler that reports progress hands the
+notification to `RequestContext.emit`; the transport decides whether it travels (an SSE event
+before the response) or is dropped.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
-from labkit import __version__
+from labkit._version import __version__
 from labkit.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
-    INVALID_REQUEST,
     METHOD_NOT_FOUND,
     UNSUPPORTED_VERSION,
     ProtocolError,
@@ -29,6 +36,7 @@ from labkit.wire import (
     META_VERSION,
     PROTOCOL_VERSION,
     RequestId,
+    envelope_error,
     error_response,
     is_request_id,
 )
@@ -36,15 +44,32 @@ from labkit.wire import (
 log = logging.getLogger("labkit.server")
 
 DEFAULT_LIST_TTL_MS = 60_000
+# Only these methods may answer `input_required` (PROTOCOL.md, "MRTR").
+MRTR_METHODS: Final = frozenset({"tools/call", "prompts/get", "resources/read"})
+# At most this many completion values per answer (the schema's `values` limit).
+MAX_COMPLETION_VALUES: Final = 100
+
+Notify = Callable[[dict[str, Any]], None]
 
 
 @dataclass(frozen=True)
 class RequestContext:
     """What the transport knows about the caller. `principal` comes from authentication
-    (a verified bearer token, or the one configured stdio principal), never from the request."""
+    (a verified bearer token, or the one configured stdio principal), never from the request.
+
+    `notify` is the transport's sink for notifications a handler sends while answering this
+    request (progress): the HTTP transport writes them as SSE events ahead of the response.
+    None drops them, so the core never does I/O and a JSON-only answer stays valid.
+    """
 
     principal: str | None = None
     transport: str = "direct"
+    notify: Notify | None = None
+
+    def emit(self, method: str, params: dict[str, Any]) -> None:
+        """Send a JSON-RPC notification on this request's response stream, if it has one."""
+        if self.notify is not None:
+            self.notify({"jsonrpc": "2.0", "method": method, "params": params})
 
 
 class Request(NamedTuple):
@@ -72,7 +97,52 @@ class Tool(Protocol):
         ...
 
 
+class Prompt(Protocol):
+    name: str
+
+    def descriptor(self) -> dict[str, Any]:
+        """A fresh `Prompt` descriptor (name, description, arguments) each call."""
+        ...
+
+    def get(self, request: Request, arguments: dict[str, str]) -> dict[str, Any]:
+        """A `GetPromptResult` or an `input_required` result (without `_meta`)."""
+        ...
+
+
+class Resource(Protocol):
+    uri: str
+
+    def descriptor(self) -> dict[str, Any]:
+        """A fresh `Resource` descriptor (uri, name, ...) each call."""
+        ...
+
+    def read(self, request: Request, uri: str) -> dict[str, Any]:
+        """A `ReadResourceResult` or an `input_required` result (without `_meta`)."""
+        ...
+
+
+class ResourceTemplate(Protocol):
+    uri_template: str
+
+    def descriptor(self) -> dict[str, Any]:
+        """A fresh `ResourceTemplate` descriptor (uriTemplate, name, ...) each call."""
+        ...
+
+    def read(self, request: Request, uri: str, variables: dict[str, str]) -> dict[str, Any]:
+        """The resource at `uri`, whose template `variables` were matched by the core."""
+        ...
+
+
+class CacheHint(NamedTuple):
+    """SEP-2549 caching hints for one method's complete results."""
+
+    ttl_ms: int
+    scope: str  # "public" or "private"
+
+
 Handler = Callable[[Request], dict[str, Any]]
+# (request, ref, argument name, partial value, other arguments) -> candidate values.
+Completer = Callable[[Request, dict[str, Any], str, str, dict[str, str]], Sequence[str]]
 
 
 class Server:
@@ -87,34 +157,70 @@ class Server:
         instructions: str | None = None,
         extra_methods: Mapping[str, Handler] | None = None,
         extra_capabilities: Mapping[str, Any] | None = None,
+        prompts: Sequence[Prompt] = (),
+        resources: Sequence[Resource] = (),
+        resource_templates: Sequence[ResourceTemplate] = (),
+        completer: Completer | None = None,
+        cache_hints: Mapping[str, CacheHint] | None = None,
     ) -> None:
         self.tools = {tool.name: tool for tool in sorted(tools, key=lambda t: t.name)}
+        # Registration order is the listing order: deterministic, and the first resource is
+        # the one a client reads first.
+        self.prompts = {prompt.name: prompt for prompt in prompts}
+        self.resources = {resource.uri: resource for resource in resources}
+        self.resource_templates = [
+            (_template_pattern(template.uri_template), template) for template in resource_templates
+        ]
+        self.completer = completer
         self.server_info = {"name": name, "version": version}
         self.supported_versions = tuple(supported_versions)
         self.list_ttl_ms = list_ttl_ms
         self.instructions = instructions
+        self.cache_hints = default_cache_hints(list_ttl_ms)
+        self.cache_hints.update(cache_hints or {})
         self.capabilities: dict[str, Any] = {"tools": {"listChanged": False}}
-        self.capabilities.update(extra_capabilities or {})
         self.methods: dict[str, Handler] = {
             "server/discover": self.discover,
             "tools/list": self.list_tools,
             "tools/call": self.call_tool,
         }
+        if self.prompts:
+            self.capabilities["prompts"] = {"listChanged": False}
+            self.methods["prompts/list"] = self.list_prompts
+            self.methods["prompts/get"] = self.get_prompt
+        if self.resources or self.resource_templates:
+            self.capabilities["resources"] = {"subscribe": False, "listChanged": False}
+            self.methods["resources/list"] = self.list_resources
+            self.methods["resources/templates/list"] = self.list_resource_templates
+            self.methods["resources/read"] = self.read_resource
+        if completer is not None:
+            self.capabilities["completions"] = {}
+            self.methods["completion/complete"] = self.complete
+        self.capabilities.update(extra_capabilities or {})
         self.methods.update(extra_methods or {})
 
     # -- the one error boundary ------------------------------------------------------------
 
     def handle(self, message: Any, context: RequestContext) -> dict[str, Any] | None:
-        """Answer one parsed JSON-RPC message. Returns None for a notification."""
+        """Answer one parsed JSON-RPC message.
+
+        Returns None for a notification (a well-formed object without an `id`), which is never
+        dispatched: it cannot delete anything (LESSON.md section 13). An id-less object that is
+        not well formed is an invalid request and gets -32600 with `id: null`. Transports
+        only frame what this returns.
+        """
         if isinstance(message, dict) and "id" not in message:
-            # A notification is never answered and never dispatched: it cannot delete anything.
-            log.debug("notification %r ignored", message.get("method"))
+            invalid = envelope_error(message)
+            if invalid is not None:
+                return error_response(None, invalid)
+            log.debug("notification %r ignored", message["method"])
             return None
         raw_id = message.get("id") if isinstance(message, dict) else None
         request_id = raw_id if is_request_id(raw_id) else None
         try:
             request = self._validate(message, request_id, context)
             result = self.methods[request.method](request)
+            self._finish(request.method, result)
             # A copy: a caller mutating a result must never change the server's identity.
             server_info = {META_SERVER_INFO: self.server_info.copy()}
             meta = result.get("_meta")
@@ -129,16 +235,11 @@ class Server:
     def _validate(
         self, message: Any, request_id: RequestId | None, context: RequestContext
     ) -> Request:
-        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-            raise ProtocolError(INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 object")
-        if request_id is None:
-            raise ProtocolError(INVALID_REQUEST, "Invalid Request: id must be a string or integer")
-        method = message.get("method")
-        if not isinstance(method, str):
-            raise ProtocolError(INVALID_REQUEST, "Invalid Request: method must be a string")
+        invalid = envelope_error(message)
+        if invalid is not None:
+            raise invalid
+        method: str = message["method"]
         params = message.get("params", {})
-        if not isinstance(params, dict):
-            raise ProtocolError(INVALID_REQUEST, "Invalid Request: params must be an object")
         if method not in self.methods:
             raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
         meta = params.get("_meta")
@@ -158,7 +259,21 @@ class Server:
             raise ProtocolError(
                 INVALID_PARAMS, f"params._meta[{META_CAPABILITIES!r}] must be an object"
             )
+        assert request_id is not None  # envelope_error refused a present id of another type
         return Request(request_id, method, params, version, capabilities, context, meta)
+
+    def _finish(self, method: str, result: dict[str, Any]) -> None:
+        """The rules every handler's result meets: `input_required` only where MRTR allows it
+        (a handler that breaks this is a bug: -32603), caching hints on complete results of
+        the methods that carry them, never on an `input_required` one (PROTOCOL.md)."""
+        if result.get("resultType") == "input_required":
+            if method not in MRTR_METHODS:
+                raise RuntimeError(f"{method} answered input_required")
+            return
+        hint = self.cache_hints.get(method)
+        if hint is not None:
+            result.setdefault("ttlMs", hint.ttl_ms)
+            result.setdefault("cacheScope", hint.scope)
 
     # -- methods -----------------------------------------------------------------------------
 
@@ -193,3 +308,134 @@ class Server:
         if not isinstance(arguments, dict):
             raise ProtocolError(INVALID_PARAMS, "params.arguments must be an object")
         return tool.call(request, arguments)
+
+    def list_prompts(self, request: Request) -> dict[str, Any]:
+        return {
+            "resultType": "complete",
+            "prompts": [prompt.descriptor() for prompt in self.prompts.values()],
+        }
+
+    def get_prompt(self, request: Request) -> dict[str, Any]:
+        name = request.params.get("name")
+        if not isinstance(name, str):
+            raise ProtocolError(INVALID_PARAMS, "prompts/get needs params.name (a string)")
+        prompt = self.prompts.get(name)
+        if prompt is None:
+            raise ProtocolError(INVALID_PARAMS, f"Unknown prompt: {name}")
+        arguments = _string_arguments(request.params.get("arguments", {}))
+        missing = [
+            argument["name"]
+            for argument in prompt.descriptor().get("arguments", ())
+            if argument.get("required") and argument["name"] not in arguments
+        ]
+        if missing:
+            raise ProtocolError(INVALID_PARAMS, f"prompt {name} needs argument(s) {missing}")
+        return prompt.get(request, arguments)
+
+    def list_resources(self, request: Request) -> dict[str, Any]:
+        return {
+            "resultType": "complete",
+            "resources": [resource.descriptor() for resource in self.resources.values()],
+        }
+
+    def list_resource_templates(self, request: Request) -> dict[str, Any]:
+        return {
+            "resultType": "complete",
+            "resourceTemplates": [template.descriptor() for _, template in self.resource_templates],
+        }
+
+    def read_resource(self, request: Request) -> dict[str, Any]:
+        uri = request.params.get("uri")
+        if not isinstance(uri, str):
+            raise ProtocolError(INVALID_PARAMS, "resources/read needs params.uri (a string)")
+        resource = self.resources.get(uri)
+        if resource is not None:
+            return resource.read(request, uri)
+        for pattern, template in self.resource_templates:
+            match = pattern.fullmatch(uri)
+            if match is not None:
+                return template.read(request, uri, match.groupdict())
+        # SEP-2164: an unknown resource is an error naming the URI, never empty contents.
+        raise ProtocolError(INVALID_PARAMS, "Resource not found", {"uri": uri})
+
+    def complete(self, request: Request) -> dict[str, Any]:
+        assert self.completer is not None  # registered only with a completer
+        ref, argument = request.params.get("ref"), request.params.get("argument")
+        if not isinstance(ref, dict) or not self._known_ref(ref):
+            raise ProtocolError(
+                INVALID_PARAMS, "params.ref must name a registered prompt or resource template"
+            )
+        if not (
+            isinstance(argument, dict)
+            and isinstance(argument.get("name"), str)
+            and isinstance(argument.get("value"), str)
+        ):
+            raise ProtocolError(
+                INVALID_PARAMS, "params.argument needs name and value, both strings"
+            )
+        context = request.params.get("context", {})
+        if not isinstance(context, dict):
+            raise ProtocolError(INVALID_PARAMS, "params.context must be an object")
+        given = _string_arguments(context.get("arguments", {}))
+        values = list(self.completer(request, ref, argument["name"], argument["value"], given))
+        return {
+            "resultType": "complete",
+            "completion": {
+                "values": values[:MAX_COMPLETION_VALUES],
+                "total": len(values),
+                "hasMore": len(values) > MAX_COMPLETION_VALUES,
+            },
+        }
+
+    def _known_ref(self, ref: dict[str, Any]) -> bool:
+        kind = ref.get("type")
+        if kind == "ref/prompt":
+            return ref.get("name") in self.prompts
+        if kind == "ref/resource":
+            uri = ref.get("uri")
+            return uri in self.resources or any(
+                template.uri_template == uri for _, template in self.resource_templates
+            )
+        return False
+
+
+def default_cache_hints(list_ttl_ms: int) -> dict[str, CacheHint]:
+    """The methods whose complete results carry `ttlMs` and `cacheScope` (SEP-2549). Lists are
+    the same for every caller; a resource's contents may depend on who reads it."""
+    listing = CacheHint(list_ttl_ms, "public")
+    return {
+        "server/discover": listing,
+        "tools/list": listing,
+        "prompts/list": listing,
+        "resources/list": listing,
+        "resources/templates/list": listing,
+        "resources/read": CacheHint(0, "private"),
+    }
+
+
+def progress_token(request: Request) -> str | int | None:
+    """The request's `_meta.progressToken`, when it is a valid one."""
+    token = request.meta.get("progressToken")
+    return token if is_request_id(token) else None
+
+
+_TEMPLATE_VARIABLE: Final = re.compile(r"\{([A-Za-z0-9_]+)\}")
+
+
+def _template_pattern(uri_template: str) -> re.Pattern[str]:
+    """An RFC 6570 level-1 template (`test://template/{id}/data`) as a regex whose named
+    groups are its variables; a variable matches one non-empty path segment."""
+    parts = _TEMPLATE_VARIABLE.split(uri_template)
+    pattern = "".join(
+        f"(?P<{part}>[^/?#]+)" if index % 2 else re.escape(part) for index, part in enumerate(parts)
+    )
+    return re.compile(pattern)
+
+
+def _string_arguments(arguments: object) -> dict[str, str]:
+    """Prompt and completion arguments: an object of strings (the schema's shape)."""
+    if not isinstance(arguments, dict) or not all(
+        isinstance(value, str) for value in arguments.values()
+    ):
+        raise ProtocolError(INVALID_PARAMS, "arguments must be an object of strings")
+    return arguments

@@ -1,7 +1,8 @@
 """Wire-level facts of MCP 2026-07-28 and JSON-RPC 2.0 framing helpers.
 
-Owns: protocol constants, `_meta` key names, JSON decoding for transports (-32700), and the
-response envelopes. Pure module: bytes or objects in, objects out.
+Owns: protocol constants, `_meta` key names, JSON decoding for transports (-32700), the
+JSON-RPC envelope rules (-32600, and what a notification is), and the response envelopes.
+Pure module: bytes or objects in, objects out. Imports only `labkit.errors`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any, Final
 
 import orjson
 
-from labkit.errors import PARSE_ERROR, ProtocolError
+from labkit.errors import INVALID_REQUEST, PARSE_ERROR, ProtocolError
 
 PROTOCOL_VERSION: Final = "2026-07-28"
 LEGACY_PROTOCOL_VERSION: Final = "2025-11-25"
@@ -61,6 +62,31 @@ def encode(message: Any) -> bytes:
 
 def is_request_id(value: object) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+# The -32600 messages, one per envelope rule: the core and the transports answer with these.
+NOT_JSON_RPC: Final = "Invalid Request: not a JSON-RPC 2.0 object"
+BAD_ID: Final = "Invalid Request: id must be a string or integer"
+BAD_METHOD: Final = "Invalid Request: method must be a string"
+BAD_PARAMS: Final = "Invalid Request: params must be an object"
+
+
+def envelope_error(message: Any) -> ProtocolError | None:
+    """Why `message` is not a JSON-RPC 2.0 request or notification (-32600), or None.
+
+    An object without an `id` member that passes is a notification: never answered and never
+    dispatched. One that fails is no notification but an invalid request, answered with
+    `id: null` (JSON-RPC 2.0 section 5).
+    """
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+        return ProtocolError(INVALID_REQUEST, NOT_JSON_RPC)
+    if "id" in message and not is_request_id(message["id"]):
+        return ProtocolError(INVALID_REQUEST, BAD_ID)
+    if not isinstance(message.get("method"), str):
+        return ProtocolError(INVALID_REQUEST, BAD_METHOD)
+    if not isinstance(message.get("params", {}), dict):
+        return ProtocolError(INVALID_REQUEST, BAD_PARAMS)
+    return None
 
 
 def result_response(request_id: RequestId, result: dict[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import call_message, request, state_of
+from helpers import call_message, request, state_of
 
 from labkit.auth import hash_token
 from labkit.config import Config, ConfigError, load_config, parse_config

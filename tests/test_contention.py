@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import KEY_A, accept, call, call_message, state_of
 from contention_worker import ALREADY_USED, DELETED, PRINCIPAL, WORKSPACE, Race, open_store, race
+from helpers import KEY_A, accept, call, call_message, state_of
 from store_backends import require_postgres, unique_schema
 
 from labkit.clock import FakeClock

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import TPS_OFFER
+from helpers import TPS_OFFER
 from mcp_types import _v2026_07_28 as v
 
 from labkit import forms

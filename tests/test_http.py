@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
-from conftest import (
+from helpers import (
     CANCEL,
     MISSING,
     Lab,

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import call_message, state_of
+from helpers import call_message, state_of
 from store_backends import require_postgres, unique_schema
 from test_http import post, rpc, serve_process
 

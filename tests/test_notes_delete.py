@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import (
+from helpers import (
     CANCEL,
     DECLINE,
     DEMO_IDS,

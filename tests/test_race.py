@@ -11,7 +11,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from conftest import (
+from helpers import (
     DECLINE,
     STATE_FAILURE,
     Lab,

@@ -19,7 +19,7 @@ import anyio
 import httpx2
 import mcp_types as types
 import pytest
-from conftest import Lab, build_lab
+from helpers import Lab, build_lab
 from mcp import Client
 from mcp.client.session import ClientRequestContext, ElicitationFnT
 from mcp.client.stdio import StdioServerParameters, stdio_client

@@ -11,10 +11,11 @@ from typing import Any
 
 import jsonschema
 import pytest
-from conftest import (
+from helpers import (
     MISSING,
     PROTOCOL,
     Lab,
+    accept,
     build_lab,
     call,
     call_message,
@@ -23,6 +24,7 @@ from conftest import (
     request,
     result_of,
     send,
+    state_of,
 )
 
 from labkit import wire
@@ -157,10 +159,20 @@ NOTIFICATIONS = [
     pytest.param(call_message(MISSING), id="tools-call-without-id"),
     pytest.param({"jsonrpc": "2.0", "method": "no/such/method"}, id="unknown-method"),
     pytest.param({"jsonrpc": "2.0", "method": "initialize", "params": {}}, id="initialize"),
+]
+
+# Without an id but not well formed: not a notification, an invalid request (JSON-RPC 2.0
+# section 5), answered -32600 with `id: null` by the core itself, as every transport does.
+MALFORMED_ID_LESS = [
     pytest.param({"jsonrpc": "1.0", "method": "tools/list"}, id="bad-jsonrpc"),
     pytest.param({"jsonrpc": "2.0", "method": 42}, id="bad-method"),
     pytest.param({"jsonrpc": "2.0", "method": "tools/list", "params": []}, id="bad-params"),
     pytest.param({}, id="empty-object"),
+    pytest.param({"foo": "bar"}, id="no-method"),
+    pytest.param(
+        {**call_message(MISSING), "params": [call_message(MISSING)["params"]]},
+        id="tools-call-with-array-params",
+    ),
 ]
 
 
@@ -170,6 +182,26 @@ def test_a_notification_is_never_answered_success_or_error(lab: Lab, message: An
     assert send(lab.server, message) is None
     assert lab.nonces.issued == before, "a notification was dispatched to a tool"
     assert lab.ids() == ["note-100", "note-14", "note-3", "note-7", "note-99"]
+
+
+@pytest.mark.parametrize("message", MALFORMED_ID_LESS)
+def test_a_malformed_id_less_object_is_invalid_request_and_never_dispatched(
+    lab: Lab, message: Any
+) -> None:
+    before = lab.nonces.issued
+    response = send(lab.server, message)
+    assert response is not None
+    assert response["id"] is None
+    assert error_of(response)["code"] == -32600
+    assert lab.nonces.issued == before, "an id-less object was dispatched to a tool"
+    assert lab.ids() == ["note-100", "note-14", "note-3", "note-7", "note-99"]
+
+
+def test_a_notification_carrying_an_accepted_state_deletes_nothing(lab: Lab) -> None:
+    state = state_of(call(lab.server, 1))
+    sneaky = call_message(MISSING, state=state, responses=accept("note-14"))
+    assert send(lab.server, sneaky) is None
+    assert "note-14" in lab.ids()
 
 
 # -- per-request _meta -------------------------------------------------------------------------

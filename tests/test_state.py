@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import rfc8785
-from conftest import (
+from helpers import (
     KEY_A,
     KEY_B,
     STATE_FAILURE,

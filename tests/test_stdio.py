@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 import pytest
-from conftest import (
+from helpers import (
     CANCEL,
     MISSING,
     Lab,

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 
 import pytest
-from conftest import (
+from helpers import (
     DECLINE,
     KEY_A,
     STATE_FAILURE,

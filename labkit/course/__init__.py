@@ -6,13 +6,27 @@ imports ipywidgets. Must not be imported by the protocol core, a transport or a 
 dependency points one way, from the course down to the core.
 """
 
-from labkit.course.consent import UrlConsent as UrlConsent
-from labkit.course.forms import ElicitationForm as ElicitationForm
-from labkit.course.live import LiveCall as LiveCall
-from labkit.course.live import start_tool as start_tool
-from labkit.course.quiz import Option as Option
-from labkit.course.quiz import Quiz as Quiz
-from labkit.course.quiz import QuizWidget as QuizWidget
-from labkit.course.quiz import quiz as quiz
-from labkit.course.skill import export_skill as export_skill
-from labkit.course.skill import skill_text as skill_text
+from labkit.course.consent import UrlConsent
+from labkit.course.forms import ElicitationForm
+from labkit.course.host import Host, McpError, Pending, TooManyRounds, TransportError
+from labkit.course.live import LiveCall, start_tool
+from labkit.course.quiz import Option, Quiz, QuizWidget, quiz
+from labkit.course.skill import export_skill, skill_text
+
+__all__ = [
+    "ElicitationForm",
+    "Host",
+    "LiveCall",
+    "McpError",
+    "Option",
+    "Pending",
+    "Quiz",
+    "QuizWidget",
+    "TooManyRounds",
+    "TransportError",
+    "UrlConsent",
+    "export_skill",
+    "quiz",
+    "skill_text",
+    "start_tool",
+]

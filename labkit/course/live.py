@@ -14,7 +14,7 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import ipywidgets as widgets
 
@@ -51,6 +51,14 @@ class StepHost(Protocol[P]):
     def begin(self, name: str, arguments: dict[str, Any]) -> P | Result: ...
 
     def resume(self, pending: P, answers: dict[str, dict[str, Any]]) -> P | Result: ...
+
+
+if TYPE_CHECKING:
+    from labkit.course.host import Host, Pending
+
+    def _host_is_a_step_host(host: Host) -> StepHost[Pending]:
+        # mypy proves here that the course Host fits the contract `start_tool` is written against.
+        return host
 
 
 def _form(params: Mapping[str, Any], opener: Opener | None) -> Panel:

@@ -1,8 +1,10 @@
-"""What a transport checks before the core sees a message: notification envelopes, and the
-Streamable HTTP routing headers against the body.
+"""What the HTTP transport checks before the core sees a message: the Streamable HTTP routing
+headers against the body, and the header value codec.
 
 Pure module: no I/O. Every check returns a `ProtocolError` value (or None); the transport
-decides how to frame it.
+decides how to frame it. The JSON-RPC envelope rules (what a notification is, the -32600
+answers) belong to the core (`labkit.wire.envelope_error`, applied by `Server.handle`): this
+module reuses them and repeats none.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from labkit.errors import HEADER_MISMATCH, INVALID_REQUEST, ProtocolError
-from labkit.wire import META_CAPABILITIES, META_VERSION, is_request_id
+from labkit.errors import HEADER_MISMATCH, ProtocolError
+from labkit.wire import META_CAPABILITIES, META_VERSION, envelope_error
 
 PROTOCOL_VERSION_HEADER: Final = "mcp-protocol-version"
 METHOD_HEADER: Final = "mcp-method"
@@ -33,21 +35,6 @@ NAME_BEARING: Final[Mapping[str, str]] = {
 _BASE64_SENTINEL: Final = re.compile(r"=\?base64\?(?P<payload>.*)\?=")
 
 
-def notification_error(message: dict[str, Any]) -> ProtocolError | None:
-    """Why an id-less object is not a JSON-RPC notification, or None if it is one.
-
-    A well-formed notification is accepted and never answered; anything else without an id
-    is an invalid request, answered with `id: null` (JSON-RPC 2.0 section 5).
-    """
-    if message.get("jsonrpc") != "2.0":
-        return ProtocolError(INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 object")
-    if not isinstance(message.get("method"), str):
-        return ProtocolError(INVALID_REQUEST, "Invalid Request: method must be a string")
-    if not isinstance(message.get("params", {}), dict):
-        return ProtocolError(INVALID_REQUEST, "Invalid Request: params must be an object")
-    return None
-
-
 def decode_header_value(value: str) -> str | None:
     """A header value as sent, unwrapping the base64 sentinel; None if the sentinel is corrupt."""
     match = _BASE64_SENTINEL.fullmatch(value)
@@ -61,6 +48,14 @@ def decode_header_value(value: str) -> str | None:
         return raw.decode("utf-8")
     except (binascii.Error, UnicodeDecodeError):
         return None
+
+
+def encode_header_value(value: str) -> str:
+    """`value` as a client sends it in `Mcp-Name`: as is when it survives an HTTP field
+    (printable ASCII, no edge whitespace), else wrapped in the base64 sentinel."""
+    if value.isascii() and value.isprintable() and value == value.strip():
+        return value
+    return f"=?base64?{base64.b64encode(value.encode('utf-8')).decode('ascii')}?="
 
 
 def header_mismatch(message: Any, headers: Iterable[tuple[str, str]]) -> ProtocolError | None:
@@ -101,14 +96,9 @@ def header_mismatch(message: Any, headers: Iterable[tuple[str, str]]) -> Protoco
 
 
 def _checkable(message: Any) -> bool:
-    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+    if envelope_error(message) is not None or "id" not in message:
         return False
-    if not is_request_id(message.get("id")) or not isinstance(message.get("method"), str):
-        return False
-    params = message.get("params", {})
-    if not isinstance(params, dict):
-        return False
-    meta = params.get("_meta")
+    meta = message.get("params", {}).get("_meta")
     return (
         isinstance(meta, dict)
         and isinstance(meta.get(META_VERSION), str)

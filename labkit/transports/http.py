@@ -3,8 +3,11 @@
 Owns: DNS-rebinding protection (Host and Origin), bearer authentication, the body size limit,
 the per-request timeout, the routing-header checks, and the mapping of JSON-RPC outcomes to
 HTTP statuses (`labkit.errors.http_status`). Stateless: `Mcp-Session-Id` and `Last-Event-ID`
-are never read, minted or echoed; every response is `application/json` (PROTOCOL.md,
-"Streamable HTTP at 2026-07-28").
+are never read, minted or echoed (PROTOCOL.md, "Streamable HTTP at 2026-07-28"). A response is
+`application/json`, unless the handler sent notifications for the request (progress) and the
+client accepts `text/event-stream`: then the notifications and the response travel as SSE
+events on the POST's own response, in that order. The core runs to completion before the
+response starts, so the events arrive together, right before the result.
 
 The endpoint is a plain ASGI callable mounted in a Starlette app: the per-request work is a
 few header lookups and one core call, so no request object or middleware stack is built.
@@ -28,7 +31,8 @@ from starlette.types import Receive, Scope, Send
 from labkit.auth import Authenticator
 from labkit.errors import SERVER_BUSY, ProtocolError, http_status
 from labkit.server import RequestContext, Server
-from labkit.transports.envelope import header_mismatch, notification_error
+from labkit.transports.envelope import header_mismatch
+from labkit.transports.sse import SSE_HEADERS, event, wants_event_stream
 from labkit.wire import decode, encode, error_response, is_request_id, parse_error_response
 
 log = logging.getLogger("labkit.transports.http")
@@ -89,6 +93,8 @@ class McpEndpoint:
             return
         if body is None:
             await _send(send, status, b"", [], None)
+        elif isinstance(body, _EventStream):
+            await _send(send, status, body, SSE_HEADERS, None)
         else:
             await _send(send, status, body, _JSON_HEADERS, None)
 
@@ -110,25 +116,28 @@ class McpEndpoint:
             message = decode(raw)
         except ProtocolError:
             return 400, encode(parse_error_response())
-        if isinstance(message, dict) and "id" not in message:
-            error = notification_error(message)
-            if error is not None:
-                return http_status(error.code), encode(error_response(None, error))
-            log.debug("notification %r accepted and dropped", message["method"])
-            return 202, None
         raw_id = message.get("id") if isinstance(message, dict) else None
         mismatch = header_mismatch(message, headers)
         if mismatch is not None:
             request_id = raw_id if is_request_id(raw_id) else None
             return http_status(mismatch.code), encode(error_response(request_id, mismatch))
-        context = RequestContext(principal=principal, transport="http")
+        # Notifications a handler sends for this request, when the client can take a stream.
+        notes: list[dict[str, Any]] = []
+        streams = wants_event_stream(fields.get("accept"))
+        context = RequestContext(
+            principal=principal, transport="http", notify=notes.append if streams else None
+        )
         method = message.get("method") if isinstance(message, dict) else None
-        if method in self.blocking_methods:
+        # A notification is answered by the core at once (it dispatches nothing): no thread.
+        if method in self.blocking_methods and raw_id is not None:
             response = await self._handle_in_thread(message, context, deadline, raw_id)
         else:
             response = self.server.handle(message, context)
-        if response is None:  # unreachable for an object with an id; kept total for the type
+        if response is None:  # a notification, accepted and dropped by the core
             return 202, None
+        if notes:
+            # The status line goes out before the stream: 200, whatever the response says.
+            return 200, _EventStream(b"".join(map(event, [*notes, response])))
         error = response.get("error")
         return (http_status(error["code"]) if error else 200), encode(response)
 
@@ -195,6 +204,10 @@ class McpEndpoint:
             SERVER_BUSY, "Request timed out; it may still complete. Retry with care."
         )
         return error_response(raw_id if is_request_id(raw_id) else None, timeout)
+
+
+class _EventStream(bytes):
+    """A response body already framed as SSE events: notifications, then the response."""
 
 
 _ALLOW: Final = (b"allow", b"POST")

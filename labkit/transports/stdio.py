@@ -13,7 +13,6 @@ from typing import BinaryIO, Final
 
 from labkit.errors import INVALID_REQUEST, ProtocolError
 from labkit.server import RequestContext, Server
-from labkit.transports.envelope import notification_error
 from labkit.wire import decode, encode, error_response, parse_error_response
 
 log = logging.getLogger("labkit.transports.stdio")
@@ -79,9 +78,7 @@ class StdioTransport:
             message = decode(line)
         except ProtocolError:
             return encode(parse_error_response()) + b"\n"
-        if isinstance(message, dict) and "id" not in message:
-            invalid = notification_error(message)
-            return None if invalid is None else encode(error_response(None, invalid)) + b"\n"
+        # The core tells a notification (None: no output) from an invalid id-less object.
         response = self.server.handle(message, self.context)
         return None if response is None else encode(response) + b"\n"
 

@@ -1,6 +1,7 @@
 """start_tool, headless: it returns at once, the clicks drive the retries.
 
-`StepHost` is tested here with two small hosts: `ServerHost` drives the real in-process demo
+Run against the real `Host.in_process` on the demo server, and with two small hosts of the
+`StepHost` protocol: `ServerHost` drives the real in-process demo
 server (requests checked against the 2026-07-28 schema by conftest's `call`), and
 `ScriptedHost` replays a script of rounds to reach the shapes the demo tool never sends.
 """
@@ -14,9 +15,9 @@ from typing import Any
 
 import ipywidgets as widgets
 import pytest
-from conftest import FORM, TPS, call
+from helpers import FORM, TPS, call
 
-from labkit.course import ElicitationForm, LiveCall, UrlConsent, start_tool
+from labkit.course import ElicitationForm, Host, LiveCall, McpError, UrlConsent, start_tool
 from labkit.deployment import Deployment, demo_deployment
 
 
@@ -246,6 +247,48 @@ def test_the_given_area_is_used(deployment: Deployment):
     live = start_tool(ServerHost(deployment), "notes_delete", dict(TPS), out=area)
     assert live.widget is area
     assert area.children[0].value == "intro" and form_of(live) in area.children
+
+
+# -- the same path through the real course Host ------------------------------------------------
+
+
+def requests(host: Host) -> list[dict[str, Any]]:
+    return [message for message in host.transcript if "method" in message]
+
+
+def test_real_host_accept_deletes_the_chosen_note(deployment: Deployment):
+    host = Host.in_process(deployment.server)
+    live = start_tool(host, "notes_delete", dict(TPS))
+    form = form_of(live)
+    assert len(requests(host)) == 1  # one request sent, nothing waited for
+    form.fields["note_id"].value = "note-7"
+    form.fields["confirm"].value = True
+    form.accept_button.click()
+    first, retry = requests(host)  # the transcript restarts with each call's begin
+    assert retry["id"] != first["id"]
+    assert retry["params"]["requestState"] == live.rounds[0].request_state
+    assert len(live.rounds) == 1
+    assert live.result is not None
+    assert live.result["structuredContent"] == {
+        "deleted": True,
+        "status": "deleted",
+        "noteId": "note-7",
+    }
+    assert deployment.notes.get("note-7") is None
+
+
+def test_real_host_decline_keeps_the_note(deployment: Deployment):
+    live = start_tool(Host.in_process(deployment.server), "notes_delete", dict(TPS))
+    form_of(live).decline()
+    assert live.result is not None and live.result["structuredContent"]["status"] == "declined"
+    assert all(deployment.notes.get(n) is not None for n in ("note-3", "note-7", "note-14"))
+
+
+def test_real_host_error_is_shown(deployment: Deployment):
+    host = Host.in_process(deployment.server, capabilities={"elicitation": {"url": {}}})
+    live = start_tool(host, "notes_delete", dict(TPS))
+    assert isinstance(live.error, McpError) and live.error.code == -32021
+    assert "Error -32021" in shown(live)
 
 
 # -- shapes the demo tool never sends ---------------------------------------------------------
