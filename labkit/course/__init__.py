@@ -6,6 +6,7 @@ imports ipywidgets. Must not be imported by the protocol core, a transport or a 
 dependency points one way, from the course down to the core.
 """
 
+from labkit.course.checks import CheckReport, CheckResult, Outcome, check, hint
 from labkit.course.consent import UrlConsent
 from labkit.course.forms import ElicitationForm
 from labkit.course.host import Host, McpError, Pending, TooManyRounds, TransportError
@@ -14,18 +15,23 @@ from labkit.course.quiz import Option, Quiz, QuizWidget, quiz
 from labkit.course.skill import export_skill, skill_text
 
 __all__ = [
+    "CheckReport",
+    "CheckResult",
     "ElicitationForm",
     "Host",
     "LiveCall",
     "McpError",
     "Option",
+    "Outcome",
     "Pending",
     "Quiz",
     "QuizWidget",
     "TooManyRounds",
     "TransportError",
     "UrlConsent",
+    "check",
     "export_skill",
+    "hint",
     "quiz",
     "skill_text",
     "start_tool",

@@ -1,0 +1,330 @@
+"""Exercise 1, the SQLite replay store: public checks and hints for `claim_and_delete`.
+
+Contract: `claim_and_delete(conn, principal, nonce, note_id, expires_at) -> bool` records the
+(principal, nonce) claim and deletes the note in one transaction; True when both happened,
+otherwise nothing changes and it returns False (LESSON.md section 9, SECURITY.md "Exactly-once
+replay store").
+
+Each check builds a fresh SQLite file in its own temporary folder, reads the result through a
+separate connection, and never depends on another check. Must not import ipywidgets.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from labkit.course.checks import Check, Exercise, Fail, Outcome, Pass, Trial, stub_message
+from labkit.course.fixtures import add_notes, claimed, connect, create_ex1_schema, note_ids
+from labkit.course.race import Racer, race
+
+CONTRACT = "claim_and_delete"
+PRINCIPAL = "alice"
+EXPIRES_AT = 1_800_000_300.0
+
+OPEN_TRANSACTION_NEXT = "end every path through your function with COMMIT or ROLLBACK"
+
+
+@dataclass(frozen=True)
+class _Seen:
+    notes: frozenset[str]
+    claims: frozenset[tuple[str, str]]
+
+
+def _world(
+    t: Trial, notes: tuple[str, ...] = ("note-7", "note-8"), claims: tuple[str, ...] = ()
+) -> Path:
+    path = t.tempdir() / "replay.sqlite3"
+    for leftover in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        leftover.unlink(missing_ok=True)
+    with closing(connect(path)) as conn:
+        create_ex1_schema(conn)
+        add_notes(conn, [(n, f"file:///work/notes/{n}.md", f"TPS {n}") for n in notes])
+        conn.executemany(
+            "INSERT INTO claims (principal, nonce, expires_at) VALUES (?, ?, ?)",
+            [(PRINCIPAL, nonce, EXPIRES_AT) for nonce in claims],
+        )
+    return path
+
+
+def _learner_connection(t: Trial, path: Path) -> sqlite3.Connection:
+    # The learner's call runs in a worker thread (to bound it), hence check_same_thread.
+    conn = sqlite3.connect(
+        path, isolation_level=None, timeout=t.settings.lock_timeout, check_same_thread=False
+    )
+    t.defer(conn.close)
+    return conn
+
+
+def _look(t: Trial, path: Path) -> _Seen:
+    with closing(sqlite3.connect(path, timeout=t.settings.lock_timeout)) as conn:
+        return _Seen(frozenset(note_ids(conn)), frozenset(claimed(conn)))
+
+
+def _claim(t: Trial, conn: sqlite3.Connection, nonce: str, note_id: str) -> Any:
+    return t.call(CONTRACT, conn, PRINCIPAL, nonce, note_id, EXPIRES_AT)
+
+
+def _left_open(expected: str, result: Any) -> Fail:
+    return Fail(
+        expected,
+        f"it returned {result!r} with its transaction still open (BEGIN without COMMIT or "
+        "ROLLBACK), so its changes are neither kept nor undone",
+        OPEN_TRANSACTION_NEXT,
+    )
+
+
+def _returned_none_next(result: Any, otherwise: str) -> str:
+    if result is None:
+        return "end every path with `return True` or `return False` (None means a missing return)"
+    return otherwise
+
+
+def fresh_claim(t: Trial) -> Fail | None:
+    path = _world(t)
+    conn = _learner_connection(t, path)
+    result = _claim(t, conn, "n-1", "note-7")
+    expected = (
+        "claiming the new nonce 'n-1' for note-7 should return True, delete note-7 and record "
+        "('alice', 'n-1') in claims"
+    )
+    if conn.in_transaction:
+        return _left_open(expected, result)
+    seen = _look(t, path)
+    problems = [
+        (result is not True, f"it returned {result!r}", _returned_none_next(result, "")),
+        (
+            "note-7" in seen.notes,
+            "note-7 is still there",
+            "delete the note inside the transaction, before COMMIT",
+        ),
+        (
+            (PRINCIPAL, "n-1") not in seen.claims,
+            "the nonce was not recorded in claims",
+            "insert the (principal, nonce, expires_at) row into claims inside the transaction",
+        ),
+        (
+            "note-8" not in seen.notes,
+            "note-8 was deleted as well",
+            "delete only the row whose id is note_id",
+        ),
+    ]
+    return _first_failure(expected, problems, "return True once both changes are committed")
+
+
+def replay_refused(t: Trial) -> Fail | None:
+    path = _world(t, notes=("note-8",), claims=("n-1",))
+    conn = _learner_connection(t, path)
+    result = _claim(t, conn, "n-1", "note-8")
+    expected = (
+        "a second claim of nonce 'n-1' (already recorded) should return False and leave note-8 "
+        "in place"
+    )
+    if conn.in_transaction:
+        return _left_open(expected, result)
+    seen = _look(t, path)
+    problems = [
+        (result is not False, f"it returned {result!r}", _returned_none_next(result, "")),
+        (
+            "note-8" not in seen.notes,
+            "note-8 is gone",
+            "make the claim fail when the nonce is already recorded, and undo anything done "
+            "before that",
+        ),
+    ]
+    return _first_failure(
+        expected, problems, "make the claim fail when the nonce is already recorded"
+    )
+
+
+def missing_note(t: Trial) -> Fail | None:
+    path = _world(t)
+    conn = _learner_connection(t, path)
+    result = _claim(t, conn, "n-2", "note-404")
+    expected = (
+        "a claim of nonce 'n-2' for note-404, which does not exist, should return False and "
+        "leave 'n-2' unused"
+    )
+    if conn.in_transaction:
+        return _left_open(expected, result)
+    seen = _look(t, path)
+    problems = [
+        (result is not False, f"it returned {result!r}", _returned_none_next(result, "")),
+        (
+            (PRINCIPAL, "n-2") in seen.claims,
+            "('alice', 'n-2') is now recorded in claims, so the user's retry with that nonce "
+            "would be refused",
+            "when the note is not there, undo the claim (ROLLBACK) before returning False",
+        ),
+        (
+            seen.notes != {"note-7", "note-8"},
+            f"the notes left are {sorted(seen.notes)}",
+            "delete only the row whose id is note_id",
+        ),
+    ]
+    failure = _first_failure(expected, problems, "return False when the note does not exist")
+    if failure is not None:
+        return failure
+    again = _claim(t, conn, "n-2", "note-7")
+    expected = (
+        "after a refused claim for a missing note, claiming 'n-2' again for note-7 (which "
+        "exists) should return True and delete note-7"
+    )
+    if conn.in_transaction:
+        return _left_open(expected, again)
+    if again is not True or "note-7" in _look(t, path).notes:
+        return Fail(
+            expected,
+            f"it returned {again!r} and note-7 is "
+            f"{'still there' if 'note-7' in _look(t, path).notes else 'gone'}",
+            "a refused claim must leave no trace: undo it completely (ROLLBACK)",
+        )
+    return None
+
+
+def _first_failure(
+    expected: str, problems: list[tuple[bool, str, str]], default_next: str
+) -> Fail | None:
+    failing = [(what, step) for bad, what, step in problems if bad]
+    if not failing:
+        return None
+    got = " and ".join(what for what, _ in failing)
+    next_step = next((step for _, step in failing if step), default_next)
+    return Fail(expected, got, next_step)
+
+
+def _racer_words(r: Racer) -> str:
+    return {
+        "returned": f"returned {r.value_repr}",
+        "raised": f"raised {r.exception}",
+        "timeout": "did not finish in time",
+        "crashed": "died without reporting",
+        "no_start": "never started",
+    }.get(r.kind, r.kind)
+
+
+RACE_NEXT = (
+    "claim the nonce and delete the note in one transaction that starts with BEGIN IMMEDIATE, "
+    "so the second process waits for the first and then finds the nonce taken"
+)
+
+
+def two_processes(t: Trial) -> Fail | Pass | None:
+    path = _world(t)
+
+    def reset() -> None:
+        _world(t)
+
+    calls = [
+        (PRINCIPAL, "n-race", "note-7", EXPIRES_AT),
+        (PRINCIPAL, "n-race", "note-8", EXPIRES_AT),
+    ]
+    outcome = race(
+        t.impl(CONTRACT),
+        path,
+        calls,
+        timeout=t.settings.race_timeout,
+        lock_timeout=t.settings.lock_timeout,
+        delay=t.settings.race_statement_delay,
+        reset=reset,
+    )
+    racers = outcome.racers
+    who = "two processes" if outcome.processes else "two threads"
+    expected = (
+        f"{who}, each with its own connection, claiming nonce 'n-race' at the same moment (one "
+        "for note-7, one for note-8) should give exactly one True and delete exactly one note"
+    )
+    if any(r.kind == "stub" for r in racers):
+        t.stop(Outcome.NOT_ATTEMPTED, stub_message(CONTRACT))
+    said = "; ".join(
+        f"the one for {c[2]} {_racer_words(r)}" for c, r in zip(calls, racers, strict=True)
+    )
+    if any(r.kind in ("timeout", "crashed", "no_start") for r in racers):
+        return Fail(
+            expected,
+            f"{said} (the check waits at most {t.settings.race_timeout:g} s)",
+            "make sure every path ends its transaction, so the other process's wait can end",
+            outcome=Outcome.ERROR,
+        )
+    seen = _look(t, path)
+    gone = sorted({"note-7", "note-8"} - seen.notes)
+    wins = sum(r.value_is_true for r in racers)
+    if all(r.kind == "raised" for r in racers):
+        return Fail(
+            expected,
+            f"both raised an exception; the first:\n{racers[0].traceback}\n",
+            "fix the line shown last above (the error text is Python's own, so you can "
+            "search for it)",
+            outcome=Outcome.ERROR,
+        )
+    if wins != 1 or len(gone) != 1:
+        gone_text = ", ".join(gone) if gone else "none"
+        return Fail(expected, f"{said}, and the notes deleted are: {gone_text}", RACE_NEXT)
+    raised = next((r for r in racers if r.kind == "raised"), None)
+    if raised is not None:
+        return Fail(
+            expected,
+            f"one of them raised an exception:\n{raised.traceback}\n",
+            "the process that loses should wait for the lock (BEGIN IMMEDIATE) and then "
+            "return False, not raise",
+            outcome=Outcome.ERROR,
+        )
+    if any(r.in_transaction for r in racers):
+        return Fail(expected, f"{said}, but one left its transaction open", OPEN_TRANSACTION_NEXT)
+    if any(not (r.value_is_true or r.value_is_false) for r in racers):
+        return Fail(expected, said, "return True or False, nothing else")
+    if not outcome.processes:
+        return Pass(f"raced with threads because {outcome.why_threads}")
+    return None
+
+
+HINTS = (
+    "Everything that must happen together goes between one BEGIN IMMEDIATE and one COMMIT; "
+    "every way out that is not a success goes through ROLLBACK, exceptions included.",
+    "Let the database decide. An INSERT that does nothing on a conflicting (principal, nonce) "
+    "tells you through cursor.rowcount whether your claim is new; the DELETE's rowcount tells "
+    "you whether the note was still there. BEGIN IMMEDIATE takes the write lock first, so a "
+    "second process waits instead of acting on what it read before the first one committed.",
+    "Shape: BEGIN IMMEDIATE -> insert the claim, doing nothing on conflict -> no row inserted? "
+    "ROLLBACK, return False -> delete the note -> no row deleted? ROLLBACK, return False -> "
+    "COMMIT, return True. Put the body in try/except so an exception rolls back and re-raises.",
+)
+
+EXERCISE = Exercise(
+    id="ex1",
+    title="SQLite replay store",
+    contracts=(CONTRACT,),
+    checks=(
+        Check(
+            "fresh claim",
+            fresh_claim,
+            "claiming a new nonce for an existing note should return True, delete the note "
+            "and record the claim",
+        ),
+        Check(
+            "replay refused",
+            replay_refused,
+            "a second claim of an already recorded nonce should return False and delete nothing",
+            on_error="a replayed nonce is an expected case, not an error: return False instead "
+            "of letting the exception escape, and undo anything you started",
+        ),
+        Check(
+            "missing note keeps the nonce",
+            missing_note,
+            "a claim for a note that does not exist should return False and leave the nonce unused",
+            on_error="a missing note is an expected case, not an error: return False instead "
+            "of letting the exception escape, and undo the claim",
+        ),
+        Check(
+            "two processes race",
+            two_processes,
+            "two processes racing with one nonce should give exactly one True and delete "
+            "exactly one note",
+            points=2,
+        ),
+    ),
+    hints=HINTS,
+)

@@ -1,0 +1,255 @@
+"""Exercise 3, SQLite notes with re-checks inside the transaction: public checks and hints for
+`delete_note`.
+
+Contract: `delete_note(conn, authorizer, principal, workspace_uri, note_id) -> bool`. Inside
+one `BEGIN IMMEDIATE` transaction: re-authorize the principal for the workspace, read the
+note's current uri, check containment by whole path components, delete only when all hold
+(LESSON.md sections 3 and 9: re-check immediately before the deletion).
+
+"Moved after the form was shown" is staged for real: a trace callback on the learner's
+connection moves the note out of the workspace, through a second connection, just before the
+learner's first `BEGIN` (or first write, if it starts no transaction), so an implementation
+that trusts a uri read earlier deletes a note that is no longer inside. Must not import
+ipywidgets.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+from labkit.course.checks import Check, Exercise, Fail, Trial
+from labkit.course.fixtures import (
+    WORKSPACE_URI,
+    add_notes,
+    connect,
+    create_ex3_schema,
+    example_authorizer,
+    note_ids,
+)
+
+CONTRACT = "delete_note"
+NOTES = (
+    ("note-1", "file:///work/notes/2025/tps.md", "TPS report 2025"),
+    ("note-2", "file:///work/notes/2024/tps.md", "TPS report 2024"),
+    ("note-evil", "file:///work/notes-evil/tps.md", "TPS report (look-alike folder)"),
+)
+ALL_IDS = frozenset(n for n, _, _ in NOTES)
+MOVED_TO = "file:///work/private/tps.md"
+_STARTS_WORK = ("BEGIN", "SAVEPOINT", "DELETE", "UPDATE", "INSERT", "REPLACE")
+
+
+def _world(t: Trial) -> tuple[Path, sqlite3.Connection]:
+    path = t.tempdir() / "notes.sqlite3"
+    with closing(connect(path)) as conn:
+        create_ex3_schema(conn)
+        add_notes(conn, NOTES)
+    learner = sqlite3.connect(
+        path, isolation_level=None, timeout=t.settings.lock_timeout, check_same_thread=False
+    )
+    t.defer(learner.close)
+    return path, learner
+
+
+def _ids(t: Trial, path: Path) -> frozenset[str]:
+    with closing(sqlite3.connect(path, timeout=t.settings.lock_timeout)) as conn:
+        return frozenset(note_ids(conn))
+
+
+def _delete(
+    t: Trial, conn: sqlite3.Connection, principal: str, note_id: str, workspace: str = WORKSPACE_URI
+) -> Any:
+    return t.call(CONTRACT, conn, example_authorizer(), principal, workspace, note_id)
+
+
+def _verdict(
+    t: Trial,
+    conn: sqlite3.Connection,
+    path: Path,
+    result: Any,
+    expected: str,
+    *,
+    want: bool,
+    left: frozenset[str],
+    next_step: str,
+) -> Fail | None:
+    if conn.in_transaction:
+        return Fail(
+            expected,
+            f"it returned {result!r} with its transaction still open (BEGIN without COMMIT or "
+            "ROLLBACK)",
+            "end every path through your function with COMMIT or ROLLBACK",
+        )
+    ids = _ids(t, path)
+    problems = []
+    if result is not want:
+        problems.append(f"it returned {result!r}")
+    lost, kept = sorted(left - ids), sorted(ids - left)
+    if lost:
+        problems.append(f"{', '.join(lost)} {'is' if len(lost) == 1 else 'are'} gone")
+    if kept:
+        problems.append(f"{', '.join(kept)} {'is' if len(kept) == 1 else 'are'} still there")
+    if not problems:
+        return None
+    if result is None:
+        next_step = (
+            "end every path with `return True` or `return False` (None means a missing return)"
+        )
+    return Fail(expected, " and ".join(problems), next_step)
+
+
+def inside_deleted(t: Trial) -> Fail | None:
+    path, conn = _world(t)
+    result = _delete(t, conn, "alice", "note-1")
+    return _verdict(
+        t,
+        conn,
+        path,
+        result,
+        "alice deleting note-1 (file:///work/notes/2025/tps.md) in file:///work/notes should "
+        "get True and note-1 should be gone",
+        want=True,
+        left=ALL_IDS - {"note-1"},
+        next_step="when the principal is authorized and the note's uri is inside the "
+        "workspace, delete it, COMMIT and return True",
+    )
+
+
+def moved_after_form(t: Trial) -> Fail | None:
+    path, conn = _world(t)
+    moved: list[str] = []
+    # Used from inside the learner's call, which runs in the bounding worker thread.
+    mover = sqlite3.connect(
+        path, isolation_level=None, timeout=t.settings.lock_timeout, check_same_thread=False
+    )
+    t.defer(mover.close)
+
+    def on_statement(statement: str) -> None:
+        if moved or not statement.lstrip().upper().startswith(_STARTS_WORK):
+            return
+        try:
+            mover.execute("UPDATE notes SET uri = ? WHERE id = ?", (MOVED_TO, "note-2"))
+            moved.append("moved")
+        except sqlite3.Error as exc:  # the learner already holds the lock: nothing to stage
+            moved.append(f"not moved ({exc})")
+
+    conn.set_trace_callback(on_statement)
+    result = _delete(t, conn, "alice", "note-2")
+    conn.set_trace_callback(None)
+    where = (
+        f"moved to {MOVED_TO} just before your function began its transaction"
+        if moved == ["moved"]
+        else "meant to be moved out just before your transaction"
+    )
+    return _verdict(
+        t,
+        conn,
+        path,
+        result,
+        f"note-2 was shown inside file:///work/notes, then {where}: deleting it should get "
+        "False and keep it",
+        want=False,
+        left=ALL_IDS,
+        next_step="read the note's uri again inside the transaction (after BEGIN IMMEDIATE) "
+        "and check that value, not one read earlier",
+    )
+
+
+def prefix_sibling(t: Trial) -> Fail | None:
+    path, conn = _world(t)
+    result = _delete(t, conn, "alice", "note-evil")
+    return _verdict(
+        t,
+        conn,
+        path,
+        result,
+        "note-evil lives in file:///work/notes-evil, a sibling that only shares the name "
+        "prefix: deleting it through file:///work/notes should get False and keep it",
+        want=False,
+        left=ALL_IDS,
+        next_step="compare parsed path components (labkit.scope.parse_file_uri and "
+        "labkit.scope.contains), never string prefixes",
+    )
+
+
+def unauthorized(t: Trial) -> Fail | None:
+    path, conn = _world(t)
+    result = _delete(t, conn, "bob", "note-1")
+    return _verdict(
+        t,
+        conn,
+        path,
+        result,
+        "bob may use only file:///work/other: his request to delete note-1 through "
+        "file:///work/notes should get False and delete nothing",
+        want=False,
+        left=ALL_IDS,
+        next_step="authorize the principal for the workspace again inside the transaction "
+        "(labkit.scope.authorize with the authorizer you are given)",
+    )
+
+
+def missing_note(t: Trial) -> Fail | None:
+    path, conn = _world(t)
+    result = _delete(t, conn, "alice", "note-404")
+    return _verdict(
+        t,
+        conn,
+        path,
+        result,
+        "deleting note-404, which does not exist, should get False and change nothing",
+        want=False,
+        left=ALL_IDS,
+        next_step="when the note is not found, ROLLBACK and return False",
+    )
+
+
+HINTS = (
+    "Treat everything you were told before the transaction as a claim to verify: who is asking, "
+    "which workspace, and where the note is now. Verify all of it after BEGIN IMMEDIATE.",
+    "Inside the transaction: authorize(authorizer, principal, parse_file_uri(workspace_uri)) must "
+    "return a root; SELECT the note's uri now (not earlier); parse it (a ScopeError means "
+    "outside) and require labkit.scope.contains(workspace_path, note_path). Tuples of path "
+    "segments cannot be fooled by a look-alike prefix such as notes-evil.",
+    "Shape: BEGIN IMMEDIATE -> try: not authorized? ROLLBACK, False -> row = SELECT uri ... -> "
+    "no row, unparsable or outside? ROLLBACK, False -> DELETE -> COMMIT, True; except: ROLLBACK "
+    "and re-raise.",
+)
+
+EXERCISE = Exercise(
+    id="ex3",
+    title="SQLite notes: re-check inside the transaction",
+    contracts=(CONTRACT,),
+    checks=(
+        Check(
+            "inside deleted",
+            inside_deleted,
+            "an authorized delete of a note inside the workspace should return True",
+        ),
+        Check(
+            "moved after the form",
+            moved_after_form,
+            "a note moved out of the workspace before the transaction should be kept (False)",
+        ),
+        Check(
+            "prefix sibling kept",
+            prefix_sibling,
+            "a note in the look-alike folder file:///work/notes-evil should be kept (False)",
+        ),
+        Check(
+            "unauthorized principal",
+            unauthorized,
+            "a principal not authorized for the workspace should delete nothing (False)",
+        ),
+        Check(
+            "missing note",
+            missing_note,
+            "deleting a note that does not exist should return False",
+            on_error="a missing note is an expected case: return False (after ROLLBACK) "
+            "instead of letting the exception escape",
+        ),
+    ),
+    hints=HINTS,
+)

@@ -1,0 +1,193 @@
+"""Exercise 4, a symlink policy on a real filesystem: public checks and hints for
+`resolve_inside`.
+
+Contract: `resolve_inside(root, relative) -> pathlib.Path` returns the real path of the file
+`relative` names under `root` when, after following every symlink, it is still inside `root`
+(whole components); raises `PermissionError` otherwise, `..` escapes and absolute paths
+included (LESSON.md section 3: lexical containment cannot stop a symlink escape).
+
+Each check builds the tree of `fixtures.make_symlink_tree` in its own temporary folder.
+Paths in messages start with `<tmp>` so a message is the same on every run. Must not import
+ipywidgets.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path, PurePath
+from typing import Any
+
+from labkit.course.checks import Check, Exercise, Fail, Raised, Trial
+from labkit.course.fixtures import SymlinkTree, make_symlink_tree
+
+CONTRACT = "resolve_inside"
+WRONG_EXCEPTION_NEXT = (
+    "raise PermissionError for every refusal: the contract names it, and callers catch exactly that"
+)
+
+
+def _tree(t: Trial) -> SymlinkTree:
+    return make_symlink_tree(t.tempdir() / "tree")
+
+
+def _show(tree: SymlinkTree, value: Any) -> str:
+    if isinstance(value, str | PurePath):
+        text = os.fspath(value)
+        base = os.fspath(tree.base)
+        if text == base or text.startswith(base + os.sep):
+            text = "<tmp>" + text[len(base) :]
+        return f"{type(value).__name__}({text!r})" if isinstance(value, PurePath) else repr(text)
+    return repr(value)
+
+
+def _returns(
+    t: Trial, tree: SymlinkTree, relative: str, want: Path, expected: str, next_step: str
+) -> Fail | None:
+    result = t.call(CONTRACT, tree.root, relative)
+    if result is None:
+        return Fail(
+            expected, "it returned None", "return the resolved path (None means a missing return)"
+        )
+    if not isinstance(result, PurePath):
+        return Fail(
+            expected,
+            f"it returned {_show(tree, result)}",
+            "return a pathlib.Path, as the contract says",
+        )
+    if Path(result) != want:
+        return Fail(expected, f"it returned {_show(tree, result)}", next_step)
+    return None
+
+
+def _refuses(
+    t: Trial, tree: SymlinkTree, relative: str, expected: str, why: str, next_step: str
+) -> Fail | None:
+    outcome = t.attempt(CONTRACT, tree.root, relative)
+    if isinstance(outcome, Raised):
+        if isinstance(outcome.exception, PermissionError):
+            return None
+        if isinstance(outcome.exception, OSError | ValueError):
+            return Fail(expected, f"it raised {outcome.summary}", WRONG_EXCEPTION_NEXT)
+        t.crashed(outcome)
+    return Fail(expected, f"it returned {_show(tree, outcome.value)}{why}", next_step)
+
+
+def plain_file(t: Trial) -> Fail | None:
+    tree = _tree(t)
+    want = tree.root / "2024" / "tps.md"
+    return _returns(
+        t,
+        tree,
+        "2024/tps.md",
+        want,
+        f"resolve_inside(<tmp>/notes, '2024/tps.md') should return {_show(tree, want)}",
+        "return the absolute real path of the file under root",
+    )
+
+
+def escapes_refused(t: Trial) -> Fail | None:
+    tree = _tree(t)
+    probes = (
+        ("../secret.md", "a '..' escape"),
+        (os.fspath(tree.base / "secret.md"), "an absolute path"),
+    )
+    for relative, kind in probes:
+        failure = _refuses(
+            t,
+            tree,
+            relative,
+            f"{kind}, resolve_inside(<tmp>/notes, {_show(tree, relative)}), should raise "
+            "PermissionError",
+            " (<tmp>/secret.md is outside <tmp>/notes)",
+            "refuse any path whose resolved form is not inside root, compared component by "
+            "component",
+        )
+        if failure is not None:
+            return failure
+    return None
+
+
+def file_link_outside(t: Trial) -> Fail | None:
+    tree = _tree(t)
+    return _refuses(
+        t,
+        tree,
+        "escape.md",
+        "'escape.md' is a symlink inside the root pointing to ../secret.md: lexical containment "
+        "says inside (the text <tmp>/notes/escape.md starts with the root's components), but "
+        "the file it names is <tmp>/secret.md, outside, so it should raise PermissionError",
+        "",
+        "follow every symlink first (os.path.realpath or Path.resolve) and check containment "
+        "on the real path",
+    )
+
+
+def link_inside(t: Trial) -> Fail | None:
+    tree = _tree(t)
+    want = tree.root / "2024" / "tps.md"
+    return _returns(
+        t,
+        tree,
+        "latest.md",
+        want,
+        "'latest.md' is a symlink to 2024/tps.md, inside the root: it should be allowed and "
+        f"return the real path {_show(tree, want)}",
+        "a link whose target stays inside is fine: resolve it and return where it really points",
+    )
+
+
+def directory_link_outside(t: Trial) -> Fail | None:
+    tree = _tree(t)
+    return _refuses(
+        t,
+        tree,
+        "shared/salary.md",
+        "'shared/salary.md' passes through 'shared', a directory symlink to ../notes-private; "
+        "the real path <tmp>/notes-private/salary.md is outside <tmp>/notes (notes-private only "
+        "shares the name prefix), so it should raise PermissionError",
+        "",
+        "resolve the whole path (every component, not only the last) and compare whole "
+        "components (Path.is_relative_to on resolved paths), never string prefixes",
+    )
+
+
+HINTS = (
+    "The path text can stay inside while the file it names is outside: a symlink anywhere "
+    "along the path (the last component or a directory on the way) moves the real target.",
+    "Resolve first, then compare: the real path of root and the real path of root / relative, "
+    "with every symlink followed; containment is a whole-component question "
+    "(PurePath.is_relative_to), never str.startswith.",
+    "Shape: absolute relative? refuse -> real_root = root.resolve() -> target = "
+    "(real_root / relative).resolve() -> target not relative to real_root? raise "
+    "PermissionError -> return target.",
+)
+
+EXERCISE = Exercise(
+    id="ex4",
+    title="Symlink policy on a real filesystem",
+    contracts=(CONTRACT,),
+    checks=(
+        Check("plain file inside", plain_file, "a plain file inside the root should be returned"),
+        Check(
+            "escapes refused",
+            escapes_refused,
+            "a '..' escape or an absolute path should raise PermissionError",
+        ),
+        Check(
+            "file symlink to outside refused",
+            file_link_outside,
+            "a symlink inside the root pointing outside should raise PermissionError",
+        ),
+        Check(
+            "symlink inside allowed",
+            link_inside,
+            "a symlink inside the root pointing inside should return the real path",
+        ),
+        Check(
+            "directory symlink to outside refused",
+            directory_link_outside,
+            "a path through a directory symlink pointing outside should raise PermissionError",
+        ),
+    ),
+    hints=HINTS,
+)
