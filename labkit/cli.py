@@ -116,6 +116,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--sanitize-with", type=Path, metavar="FILE", help="nbval sanitizer file (regex/replace)"
     )
     grade.set_defaults(run=_run_grade)
+    export_skill = commands.add_parser(
+        "export-skill",
+        help="write the elicitation form designer skill file",
+        description="Write skill-elicitation-form-designer.md, the reusable design skill the "
+        "course ships (a one-page design of a 2026-07-28 user-input step, its hard rejects and "
+        "refusal rules), into DIR. An identical existing file is left as it is; a different one "
+        "is only replaced with --force. Exits non-zero, naming the file, when it refuses.",
+    )
+    export_skill.add_argument(
+        "--out",
+        metavar="DIR",
+        default="outputs",
+        help="existing directory to write into (default: outputs)",
+    )
+    export_skill.add_argument(
+        "--force", action="store_true", help="overwrite an existing file that differs"
+    )
+    export_skill.set_defaults(run=_run_export_skill)
     return parser
 
 
@@ -183,6 +201,18 @@ def _run_demo(args: argparse.Namespace) -> int:
     from labkit.demo import run_walkthrough
 
     return run_walkthrough(width=args.width)
+
+
+def _run_export_skill(args: argparse.Namespace) -> int:
+    from labkit.course.skill import ExportError, export_skill
+
+    try:
+        path, written = export_skill(Path(args.out), force=args.force)
+    except ExportError as exc:
+        print(f"labkit export-skill: {exc}", file=sys.stderr)
+        return 1
+    print(f"{'wrote' if written else 'unchanged:'} {path}")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
