@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,grade]'
 	@touch $(STAMP)
 
 demo: $(STAMP)
@@ -36,7 +36,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
 lab: $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[test,lab]'
+	$(BIN)/python -m pip install --quiet -e '.[test,grade,lab]'
 	$(BIN)/jupyter lab notebooks
 
 clean:

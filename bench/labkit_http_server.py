@@ -19,6 +19,7 @@ from common import bench_notes, bench_replay
 
 from labkit.auth import demo_authenticator
 from labkit.deployment import demo_deployment
+from labkit.transports.connections import ConnectionLimits, server_config
 from labkit.transports.http import create_app
 
 
@@ -29,15 +30,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     deployment = demo_deployment(notes=bench_notes(per_thread=True), replay=bench_replay())
     app = create_app(deployment.server, demo_authenticator(), blocking_methods=frozenset())
-    config = uvicorn.Config(
-        app,
-        host=args.host,
-        port=args.port,
-        log_config=None,
-        access_log=False,
-        server_header=False,
-        proxy_headers=False,
-    )
+    config = server_config(app, ConnectionLimits(), host=args.host, port=args.port)
     uvicorn.Server(config).run()
 
 

@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="labkit benchmarks against the MCP SDK")
     parser.add_argument("--skip-http", action="store_true", help="in-process cells only")
     parser.add_argument("--skip-stores", action="store_true", help="leave out bench_stores")
+    parser.add_argument("--skip-grade", action="store_true", help="leave out bench_grade")
     args = parser.parse_args(argv)
     # Warnings from the sanity checks (refused states, the demo key) are expected: keep the
     # output to the figures.
@@ -83,6 +84,13 @@ def main(argv: list[str] | None = None) -> int:
             importlib.import_module("bench_stores").main([])
         except Exception as exc:  # the other sections' figures still get their summary
             failed = f"bench_stores failed: {exc!r}"
+            print(failed, flush=True)
+    if not args.skip_grade and (BENCH / "bench_grade.py").exists():
+        print("\n## Grading (labkit grade beside plain nbval)", flush=True)
+        try:
+            importlib.import_module("bench_grade").main([])
+        except Exception as exc:  # the other sections' figures still get their summary
+            failed = f"bench_grade failed: {exc!r}"
             print(failed, flush=True)
     print(f"\n## Summary (per CPU-second; {time.monotonic() - started:.0f} s in all)")
     print(combined(rows))

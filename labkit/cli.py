@@ -61,7 +61,116 @@ def build_parser() -> argparse.ArgumentParser:
         help="write nothing; exit 1 and list the files when the learner copies are stale",
     )
     build.set_defaults(run=_run_course_build)
+
+    grade = commands.add_parser(
+        "grade",
+        help="grade learner notebooks against the solutions (hidden checks, nbval outputs)",
+        description="Grade each submitted notebook against its solution: the learner's cells "
+        "run in a scratch copy with its own confined kernel (Landlock where available, memory, "
+        "CPU and process limits, per-cell and total timeouts), then the exercise's public and "
+        "hidden checks run, and the solution's checked outputs are compared with nbval (lax "
+        "mode, sanitized). Writes per submission a JSON report and a plain feedback file, plus "
+        "batch.json and class.html (an offline class view) in --out. Exit code 0 when every "
+        "submission was graded (and none scored under --fail-under), 1 otherwise.",
+    )
+    grade.add_argument(
+        "submissions", nargs="+", type=Path, metavar="SUBMISSION", help="a .ipynb file or a folder"
+    )
+    grade.add_argument(
+        "--solutions",
+        type=Path,
+        default=Path("solutions"),
+        metavar="DIR",
+        help="solution notebooks (solutions/)",
+    )
+    grade.add_argument(
+        "--out", type=Path, default=Path("grades"), metavar="DIR", help="reports (grades/)"
+    )
+    grade.add_argument(
+        "--junit",
+        type=Path,
+        metavar="FILE",
+        help="also write JUnit XML here (one testcase per check)",
+    )
+    grade.add_argument(
+        "--jobs", type=int, default=1, metavar="N", help="kernels at once (default 1)"
+    )
+    grade.add_argument(
+        "--timeout",
+        type=int,
+        default=30,
+        metavar="S",
+        help="seconds per cell before it is interrupted (30)",
+    )
+    grade.add_argument(
+        "--total-timeout",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="seconds per submission in all (300)",
+    )
+    grade.add_argument(
+        "--fail-under", type=float, metavar="PCT", help="exit 1 if any score is below PCT percent"
+    )
+    grade.add_argument(
+        "--sanitize-with", type=Path, metavar="FILE", help="nbval sanitizer file (regex/replace)"
+    )
+    grade.set_defaults(run=_run_grade)
+    export_skill = commands.add_parser(
+        "export-skill",
+        help="write the elicitation form designer skill file",
+        description="Write skill-elicitation-form-designer.md, the reusable design skill the "
+        "course ships (a one-page design of a 2026-07-28 user-input step, its hard rejects and "
+        "refusal rules), into DIR. An identical existing file is left as it is; a different one "
+        "is only replaced with --force. Exits non-zero, naming the file, when it refuses.",
+    )
+    export_skill.add_argument(
+        "--out",
+        metavar="DIR",
+        default="outputs",
+        help="existing directory to write into (default: outputs)",
+    )
+    export_skill.add_argument(
+        "--force", action="store_true", help="overwrite an existing file that differs"
+    )
+    export_skill.set_defaults(run=_run_export_skill)
     return parser
+
+
+def _run_grade(args: argparse.Namespace) -> int:
+    from labkit.grade import batch, notebooks, outputs
+    from labkit.grade.grader import Course
+    from labkit.grade.kernel import Limits
+
+    if args.jobs < 1 or args.timeout < 1 or args.total_timeout <= 0:
+        print(
+            "labkit grade: --jobs, --timeout and --total-timeout must be positive", file=sys.stderr
+        )
+        return 2
+    try:
+        patterns = outputs.sanitizers()
+        if args.sanitize_with is not None:
+            patterns = outputs.sanitizers(args.sanitize_with.read_text(encoding="utf-8"))
+        course = Course.load(args.solutions, patterns=patterns)
+    except (notebooks.Unreadable, OSError) as error:
+        print(f"labkit grade: {error}", file=sys.stderr)
+        return 2
+    limits = Limits(cell_timeout=args.timeout, total_timeout=args.total_timeout)
+    files = batch.collect(args.submissions)
+    if not files:
+        print("labkit grade: no .ipynb submissions found", file=sys.stderr)
+        return 2
+    result = batch.run(
+        args.submissions,
+        course,
+        limits=limits,
+        jobs=args.jobs,
+        progress=batch.Progress(len(files)),
+    )
+    batch.write(result, args.out, args.junit)
+    print(batch.summary(result))
+    print(f"reports: {args.out}/ (class view: {args.out / 'class.html'})")
+    return batch.exit_code(result, args.fail_under)
 
 
 def _run_course_build(args: argparse.Namespace) -> int:
@@ -92,6 +201,18 @@ def _run_demo(args: argparse.Namespace) -> int:
     from labkit.demo import run_walkthrough
 
     return run_walkthrough(width=args.width)
+
+
+def _run_export_skill(args: argparse.Namespace) -> int:
+    from labkit.course.skill import ExportError, export_skill
+
+    try:
+        path, written = export_skill(Path(args.out), force=args.force)
+    except ExportError as exc:
+        print(f"labkit export-skill: {exc}", file=sys.stderr)
+        return 1
+    print(f"{'wrote' if written else 'unchanged:'} {path}")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -15,27 +15,50 @@ import os
 import stat
 import tomllib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from labkit.auth import TokenAuthenticator
 from labkit.clock import Clock, system_clock
 from labkit.consent import ConsentService
 from labkit.deployment import create_server
+from labkit.sandbox import Mode as SandboxMode
 from labkit.scope import AllowlistAuthorizer, ScopeError, parse_file_uri
 from labkit.server import Server
-from labkit.state import MIN_KEY_BYTES, KeyRing
-from labkit.stores import NoteStore, ReplayStore
+from labkit.state import KeyRing, key_problem, parse_key_file
+from labkit.stores import DEFAULT_CAPACITY, DEFAULT_PER_PRINCIPAL, NoteStore, ReplayStore
 from labkit.stores.consent import ConsentStore, MemoryConsentStore, SqliteConsentStore
-from labkit.stores.open import open_stores
+from labkit.stores.filesystem import SymlinkPolicy
+from labkit.stores.open import StoreOpenError, open_stores, spec_file
+from labkit.stores.sql import DEFAULT_SCHEMA, SCHEMA_PATTERN
+from labkit.transports.limits import (
+    DEFAULT_HEAD_TIMEOUT_SECONDS,
+    DEFAULT_HOST,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_HEAD_BYTES,
+    DEFAULT_PORT,
+    DEFAULT_TIMEOUT_SECONDS,
+    ConnectionLimits,
+)
 
 log = logging.getLogger("labkit.config")
 
-SandboxMode = Literal["required", "best_effort", "off"]
 MAX_KEY_FILE_BYTES: Final = 64 * 1024
+
+
+class StoreUnavailable(Exception):
+    """A configured store that could not be opened: the environment refused (`labkit serve`
+    exits 1), not the file. The message names the key, the spec (password masked), the reason
+    and what to check."""
+
+    def __init__(self, key: str, error: StoreOpenError) -> None:
+        super().__init__(f"{key}: {error}")
+        self.key = key
+        self.error = error
 
 
 class ConfigError(ValueError):
@@ -78,24 +101,50 @@ class StoreSettings(_Section):
     notes: str = Field("memory", min_length=1)
     replay: str = Field("memory", min_length=1)
     # The PostgreSQL schema holding labkit's tables (one per deployment sharing a database).
-    schema_: str = Field("labkit", alias="schema", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
+    schema_: str = Field(DEFAULT_SCHEMA, alias="schema", pattern=SCHEMA_PATTERN)
     # The filesystem store's symlink policy (docs/symlink-policy.md).
-    symlinks: Literal["refuse", "within_root"] = "refuse"
+    symlinks: SymlinkPolicy = "refuse"
     # The URL-mode consent record (notes_export): "memory", or "sqlite:///abs/path.db" so
     # consent survives a restart.
     consent: str = Field("memory", pattern=r"^(memory|sqlite:///.+)$")
+    # The replay store's bounds: live confirmations in all, and per principal (so one caller
+    # cannot fill the store for everyone else).
+    replay_capacity: int = Field(DEFAULT_CAPACITY, ge=1, le=100_000_000)
+    replay_per_principal: int = Field(DEFAULT_PER_PRINCIPAL, ge=1, le=100_000_000)
+
+    @model_validator(mode="after")
+    def _share_within_capacity(self) -> StoreSettings:
+        if self.replay_per_principal > self.replay_capacity:
+            raise ValueError(
+                f"replay_per_principal ({self.replay_per_principal}) exceeds replay_capacity "
+                f"({self.replay_capacity})"
+            )
+        return self
 
 
 class HttpSettings(_Section):
-    host: str = Field("127.0.0.1", min_length=1)
-    port: int = Field(8000, ge=0, le=65_535)
+    host: str = Field(DEFAULT_HOST, min_length=1)
+    port: int = Field(DEFAULT_PORT, ge=0, le=65_535)
     allowed_hosts: list[str] = []
     allowed_origins: list[str] = []
-    max_body_bytes: int = Field(1024 * 1024, ge=1024, le=64 * 1024 * 1024)
-    timeout_seconds: float = Field(30.0, gt=0, le=3600)
+    max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1024, le=64 * 1024 * 1024)
+    timeout_seconds: float = Field(DEFAULT_TIMEOUT_SECONDS, gt=0, le=3600)
+    # Hostile clients (transports/connections.py): a connection must finish its request head
+    # within head_timeout_seconds of opening (or of its previous response); a head over
+    # max_head_bytes is refused with 431; at most max_connections are open at once.
+    head_timeout_seconds: float = Field(DEFAULT_HEAD_TIMEOUT_SECONDS, gt=0, le=3600)
+    max_head_bytes: int = Field(DEFAULT_MAX_HEAD_BYTES, ge=4096, le=16 * 1024 * 1024)
+    max_connections: int = Field(DEFAULT_MAX_CONNECTIONS, ge=1, le=1_000_000)
     # The scheme://host[:port] browsers use to reach this server (consent links), when it is
     # not the listening address (a name, TLS in front); without it, http://HOST:PORT.
     public_url: str | None = Field(None, pattern=r"^https?://[A-Za-z0-9.\-\[\]:]+$")
+
+    def connection_limits(self) -> ConnectionLimits:
+        return ConnectionLimits(
+            head_timeout_seconds=self.head_timeout_seconds,
+            max_head_bytes=self.max_head_bytes,
+            max_connections=self.max_connections,
+        )
 
 
 class PrincipalSettings(_Section):
@@ -114,11 +163,16 @@ class ConfigFile(_Section):
 
 @dataclass(frozen=True)
 class Config:
-    """A validated configuration file and the resolved paths of its signing keys."""
+    """A validated configuration file, the resolved paths of its signing keys, and the keys
+    (read once, in `parse_config`)."""
 
     path: Path
     settings: ConfigFile
     key_files: tuple[Path, ...]
+    keys: tuple[bytes, ...] = field(default=(), repr=False)
+
+    def key_ring(self) -> KeyRing:
+        return KeyRing(self.keys)
 
     def stdio_principal(self) -> str:
         """The principal a stdio server acts for; refused when none is marked `stdio = true`."""
@@ -148,7 +202,7 @@ class Config:
             if spec == "memory"
             else SqliteConsentStore(spec.removeprefix("sqlite://"))
         )
-        return ConsentService(store, KeyRing.from_files(self.key_files), clock=clock)
+        return ConsentService(store, self.key_ring(), clock=clock)
 
     def authorizer(self) -> AllowlistAuthorizer:
         return AllowlistAuthorizer({p.name: p.workspaces for p in self.settings.principals})
@@ -164,8 +218,9 @@ class Config:
         if configured is not None:
             return self.path.resolve().parent / Path(configured).expanduser()
         replay = self.settings.stores.replay
-        if replay.startswith("sqlite:///"):
-            return Path(replay.removeprefix("sqlite://")).parent
+        database = spec_file(replay) if replay.startswith("sqlite:") else None
+        if database is not None:
+            return Path(database).parent
         xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
         return Path(xdg) / "labkit"
 
@@ -179,9 +234,9 @@ class Config:
         return notes, stores.replay
 
     def open_stores(self, *, clock: Clock = system_clock) -> tuple[NoteStore, ReplayStore]:
-        """Open the configured stores; a spec that is not understood is a `ConfigError`.
-        A database that cannot be reached raises its driver's error (an environment problem,
-        not a configuration one)."""
+        """Open the configured stores; a spec that is not understood is a `ConfigError`, a
+        store that cannot be opened (a missing directory, a database that is down) is
+        `StoreUnavailable` (an environment problem, not a configuration one)."""
         notes, replay = self.store_specs()
         if self.settings.stores.notes == "filesystem":
             try:
@@ -190,15 +245,20 @@ class Config:
                 raise ConfigError(
                     "server.state_dir", f"cannot create {str(self.state_dir())!r}: {exc.strerror}"
                 ) from None
+        stores = self.settings.stores
         try:
             return open_stores(
                 notes,
                 replay,
                 workspaces=self.workspaces(),
                 clock=clock,
-                schema=self.settings.stores.schema_,
-                symlinks=self.settings.stores.symlinks,
+                capacity=stores.replay_capacity,
+                per_principal=stores.replay_per_principal,
+                schema=stores.schema_,
+                symlinks=stores.symlinks,
             )
+        except StoreOpenError as exc:
+            raise StoreUnavailable(f"stores.{exc.role}", exc) from exc
         except ValueError as exc:
             # `open_stores` names the role first: "notes store spec ..." or "replay ...".
             key = "stores.replay" if str(exc).startswith("replay") else "stores.notes"
@@ -213,9 +273,9 @@ class Config:
         if notes.startswith("filesystem"):
             paths += [Path("/" + "/".join(parse_file_uri(w))) for w in self.workspaces()]
         for spec in (notes, replay, self.settings.stores.consent):
-            scheme, sep, rest = spec.partition("://")
-            if sep and scheme in ("sqlite", "filesystem") and rest.startswith("/"):
-                paths.append(Path(rest).parent)
+            database = spec_file(spec)
+            if database is not None:
+                paths.append(Path(database).parent)
         return tuple(dict.fromkeys(paths))
 
     def build_server(
@@ -225,7 +285,7 @@ class Config:
         notes, replay = self.open_stores(clock=clock)
         server = self.settings.server
         return create_server(
-            keys=KeyRing.from_files(self.key_files),
+            keys=self.key_ring(),
             notes=notes,
             replay=replay,
             authorizer=self.authorizer(),
@@ -257,11 +317,16 @@ def parse_config(raw: dict[str, Any], *, base_dir: Path, path: Path | None = Non
     except ValidationError as exc:
         raise _first_error(exc) from None
     _check_principals(settings.principals)
-    key_files = tuple(
-        _check_key_file(base_dir, index, name)
+    keys = [
+        _read_key_file(base_dir, index, name)
         for index, name in enumerate(settings.server.signing_key_files)
+    ]
+    return Config(
+        path or base_dir / "labkit.toml",
+        settings,
+        tuple(path for path, _ in keys),
+        tuple(secret for _, secret in keys),
     )
-    return Config(path or base_dir / "labkit.toml", settings, key_files)
 
 
 def _first_error(exc: ValidationError) -> ConfigError:
@@ -317,7 +382,9 @@ def _check_principals(principals: Sequence[PrincipalSettings]) -> None:
             stdio = index
 
 
-def _check_key_file(base_dir: Path, index: int, name: str) -> Path:
+def _read_key_file(base_dir: Path, index: int, name: str) -> tuple[Path, bytes]:
+    """The path and the key of `server.signing_key_files[index]` (the text-or-raw rule is
+    `state.parse_key_file`; the length rule is `state.key_problem`)."""
     key = f"server.signing_key_files[{index}]"
     path = base_dir / Path(name).expanduser()
     try:
@@ -326,15 +393,13 @@ def _check_key_file(base_dir: Path, index: int, name: str) -> Path:
             raise ConfigError(key, f"{str(path)!r} is not a regular file")
         if info.st_size > MAX_KEY_FILE_BYTES:
             raise ConfigError(key, f"{str(path)!r} is too large to be a key file")
-        secret = path.read_bytes().strip()
+        secret, form = parse_key_file(path.read_bytes())
     except OSError as exc:
         raise ConfigError(key, f"cannot read {str(path)!r}: {exc.strerror}") from None
-    if len(secret) < MIN_KEY_BYTES:
-        raise ConfigError(
-            key,
-            f"{str(path)!r} holds {len(secret)} bytes; a signing key needs at least "
-            f"{MIN_KEY_BYTES} random bytes",
-        )
+    problem = key_problem(secret)
+    if problem is not None:
+        how = "base64 text" if form == "text" else "raw bytes, not base64 text"
+        raise ConfigError(key, f"{str(path)!r} ({how}) {problem}")
     if info.st_mode & 0o077:
         log.warning("signing key file %s is readable by other users; chmod 600 it", path)
-    return path
+    return path, secret

@@ -38,6 +38,7 @@ from labkit.stores import (
     Note,
     NoteStore,
     ReplayStore,
+    StoreBusy,
     commit_deletion,
 )
 
@@ -52,6 +53,7 @@ PHASE: Final = "confirm-delete"
 _ACTIONS: Final = frozenset(ACTIONS)
 _ARGUMENT_NAMES: Final = frozenset({"workspaceUri", "title"})
 STATE_ERROR: Final = "Invalid, expired or already used requestState"
+STORE_BUSY_ERROR: Final = "The note store is busy; nothing was done. Try again shortly."
 OUTSIDE_ERROR: Final = "workspaceUri is not a workspace this principal may use"
 
 _DESCRIPTOR: Final = json.dumps(
@@ -215,9 +217,15 @@ class NotesDelete:
         arguments_digest = _arguments_digest(arguments["workspaceUri"], title)
         binding = Binding(principal, request.method, NAME, arguments_digest)
         params = request.params
-        if "requestState" in params or "inputResponses" in params:
-            return self._retry(params, binding, root, workspace, title)
-        return self._ask(binding, workspace, title)
+        try:
+            if "requestState" in params or "inputResponses" in params:
+                return self._retry(params, binding, root, workspace, title)
+            return self._ask(binding, workspace, title)
+        except StoreBusy as exc:
+            # Nothing happened, and the same request may be sent again: the busy error, not
+            # an internal one (which would read as a bug) and not a replay refusal.
+            log.warning("store busy: %s", exc)
+            raise ProtocolError(SERVER_BUSY, STORE_BUSY_ERROR) from None
 
     def _arguments(self, arguments: dict[str, Any]) -> tuple[Path, str]:
         if not arguments.keys() <= _ARGUMENT_NAMES:

@@ -24,16 +24,22 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Final
 
+from labkit.transports.limits import (
+    DEFAULT_HOST,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_PORT,
+    DEFAULT_TIMEOUT_SECONDS,
+    ConnectionLimits,
+)
+
 if TYPE_CHECKING:
     from labkit.auth import Authenticator
-    from labkit.config import SandboxMode
     from labkit.consent import ConsentService
+    from labkit.sandbox import Mode as SandboxMode
     from labkit.server import Server
 
 log = logging.getLogger("labkit.serve")
 
-DEFAULT_HOST: Final = "127.0.0.1"
-DEFAULT_PORT: Final = 8000
 EXIT_OK: Final = 0
 EXIT_ENVIRONMENT: Final = 1
 EXIT_CONFIG: Final = 2
@@ -133,9 +139,10 @@ class Plan:
     port: int = DEFAULT_PORT
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
-    max_body_bytes: int = 1024 * 1024
-    timeout_seconds: float = 30.0
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
     blocking_methods: frozenset[str] = field(default_factory=lambda: frozenset({"tools/call"}))
+    connection_limits: ConnectionLimits = field(default_factory=ConnectionLimits)
     # URL-mode consent (notes_export): the service, and who may sign in on its page.
     consent: ConsentService | None = None
     consent_authenticator: Authenticator | None = None
@@ -145,14 +152,18 @@ class Plan:
 def run(args: argparse.Namespace) -> int:
     if log.getEffectiveLevel() > logging.INFO:
         log.setLevel(logging.INFO)  # start-up facts (address, principal, sandbox) always show
-    from labkit.config import ConfigError
+    from labkit.config import ConfigError, StoreUnavailable
 
+    where = f"{args.config}: " if args.config is not None else ""
     try:
         plan = _plan(args)
     except ConfigError as exc:
-        where = f"{args.config}: " if args.config is not None else ""
         print(f"labkit serve: {where}{exc}", file=sys.stderr)
         return EXIT_CONFIG
+    except StoreUnavailable as exc:
+        log.debug("start-up failed", exc_info=True)
+        print(f"labkit serve: {where}{exc}", file=sys.stderr)
+        return EXIT_ENVIRONMENT
     except Exception as exc:
         # A store that cannot be opened (database down, disk refused): the environment, not
         # the file. One line by default; the traceback with --verbose.
@@ -251,6 +262,7 @@ def _config_plan(path: Path, transport: str) -> tuple[Plan, str, int]:
         allowed_origins=tuple(settings.http.allowed_origins),
         max_body_bytes=settings.http.max_body_bytes,
         timeout_seconds=settings.http.timeout_seconds,
+        connection_limits=settings.http.connection_limits(),
         consent=consent,
         consent_authenticator=consent_authenticator,
         public_url=settings.http.public_url,
@@ -267,6 +279,16 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def _own_host_names(host: str) -> tuple[str, ...]:
+    """The `Host` names of the listening address itself, as a client would type it in the URL
+    the server logs (any port): `127.0.0.2`, `[::2]`, `example.internal`. A wildcard address
+    names no host; clients reach it through a configured name or the loopback names."""
+    bare = host.strip("[]")
+    if bare in ("0.0.0.0", "::", ""):
+        return ()
+    return (f"[{bare}]",) if ":" in bare else (bare.lower(),)
 
 
 @contextmanager
@@ -392,14 +414,13 @@ def _bind(host: str, port: int) -> socket.socket:
 def _serve_http(plan: Plan) -> int:
     import uvicorn
 
+    from labkit.transports.connections import server_config
     from labkit.transports.consent_page import ConsentPage
     from labkit.transports.http import create_app
     from labkit.transports.legacy_http import LegacyHttp
 
     assert plan.authenticator is not None
-    allowed_hosts = list(plan.allowed_hosts)
-    if not _is_loopback(plan.host) and plan.host not in ("0.0.0.0", "::"):
-        allowed_hosts.append(plan.host)  # the address itself, as a client would type it
+    allowed_hosts = [*plan.allowed_hosts, *_own_host_names(plan.host)]
     consent_page = None
     if plan.consent is not None and plan.consent_authenticator is not None:
         consent_page = ConsentPage(
@@ -439,16 +460,7 @@ def _serve_http(plan: Plan) -> int:
             # The consent page lives on this very server and port, beside /mcp.
             link_host = DEFAULT_HOST if plan.host in ("0.0.0.0", "::") else shown
             plan.consent.base_url = plan.public_url or f"http://{link_host}:{bound_port}"
-        config = uvicorn.Config(
-            app,
-            log_config=None,
-            access_log=False,
-            server_header=False,
-            proxy_headers=False,
-            ws="none",
-            timeout_graceful_shutdown=5,
-        )
-        server = uvicorn.Server(config)
+        server = uvicorn.Server(server_config(app, plan.connection_limits))
         log.info("serving MCP over Streamable HTTP at http://%s:%d/mcp", shown, bound_port)
         # uvicorn catches SIGINT/SIGTERM itself, shuts down gracefully, restores these handlers
         # and re-raises the signal into them: they only need to not kill the process.

@@ -8,6 +8,7 @@ Pure module: bytes or objects in, objects out. Imports only `labkit.errors`.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Final
 
 import orjson
@@ -35,12 +36,25 @@ _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 _ASCII_ENCODER = json.JSONEncoder(separators=(",", ":"))
 
 
+# orjson reads an integer outside [-2**63, 2**64) as a float, so an id of 2**70 would come back
+# rounded and no longer an integer. Every such integer has at least 19 digits: a text holding a
+# run of 19 digits goes to the stdlib decoder, which keeps integers exact at any size.
+_LONG_DIGITS: Final = re.compile(rb"[0-9]{19}")
+_LONG_DIGITS_TEXT: Final = re.compile(r"[0-9]{19}")
+
+
 def decode(raw: bytes | str) -> Any:
-    """Parse one JSON text, or raise ProtocolError(-32700). NaN and Infinity are not JSON."""
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        pass  # lone surrogate escapes, integers past 64 bits, UTF-16 or UTF-32 text
+    """Parse one JSON text, or raise ProtocolError(-32700). NaN and Infinity are not JSON.
+    Integers come back exact whatever their size."""
+    if isinstance(raw, str):
+        exact_only = _LONG_DIGITS_TEXT.search(raw) is not None
+    else:
+        exact_only = _LONG_DIGITS.search(raw) is not None
+    if not exact_only:
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass  # lone surrogate escapes, UTF-16 or UTF-32 text
     try:
         if not isinstance(raw, str):
             # What json.loads does with bytes: UTF-8, -16 or -32, by the first bytes.

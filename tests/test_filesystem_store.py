@@ -620,7 +620,14 @@ def test_open_stores_builds_a_filesystem_store_over_the_configured_workspaces(ws
 
 
 @pytest.mark.parametrize(
-    "spec", ["filesystem:", "filesystem://relative.db", "filesystem:////x.db", "filesystem:///d/"]
+    "spec",
+    [
+        "filesystem:",
+        "filesystem://relative.db",
+        "filesystem://host/x.db",
+        "filesystem://///x.db",
+        "filesystem:///d/",
+    ],
 )
 def test_open_stores_refuses_a_malformed_filesystem_spec(ws: Path, spec: str) -> None:
     with pytest.raises(ValueError, match="filesystem:///ABSOLUTE/JOURNAL.db"):

@@ -550,7 +550,7 @@ def serve_process(*args: str) -> Iterator[tuple[subprocess.Popen[str], str, list
         endpoint = None
         for line in proc.stderr:
             lines.append(line)
-            found = re.search(r"at (http://127\.0\.0\.1:\d+/mcp)", line)
+            found = re.search(r"at (http://\S+:\d+/mcp)", line)
             if found:
                 endpoint = found.group(1)
                 break
@@ -577,6 +577,16 @@ def test_serve_http_demo_serves_then_stops_cleanly_on_a_signal(
         proc.send_signal(signum)
         assert proc.wait(timeout=30) == 0
         assert proc.stdout is not None and proc.stdout.read() == ""
+
+
+@pytest.mark.parametrize("host", ["127.0.0.2", "::1", "localhost"])
+def test_the_listening_address_is_always_an_allowed_host(http: httpx.Client, host: str) -> None:
+    # --host 127.0.0.2 used to bind and log its URL, then answer every request to it 421.
+    with serve_process("--host", host) as (proc, endpoint, lines):
+        message = request(1, "server/discover")
+        rpc(post(http, endpoint, message), message, 200)
+        foreign = post(http, endpoint, message, headers={"host": "evil.example"})
+        assert foreign.status_code == 421
 
 
 def test_serve_http_demo_refuses_a_non_loopback_address() -> None:

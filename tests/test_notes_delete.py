@@ -39,9 +39,10 @@ from helpers import (
 
 from labkit.clock import FakeClock
 from labkit.deployment import demo_deployment
-from labkit.errors import http_status
-from labkit.notes_delete import OUTSIDE_ERROR
+from labkit.errors import SERVER_BUSY, http_status
+from labkit.notes_delete import OUTSIDE_ERROR, STORE_BUSY_ERROR
 from labkit.scope import AllowlistAuthorizer, Path
+from labkit.stores import Claim, StoreBusy
 from labkit.stores.memory import MemoryReplayStore
 
 OUTSIDE = {"code": -32602, "message": OUTSIDE_ERROR}
@@ -780,3 +781,40 @@ def test_a_title_that_is_not_unicode_text_is_32602_not_an_internal_error(
     response = call(lab.server, 1, arguments={**TPS, "title": title})
     assert error_of(response)["code"] == -32602
     assert lab.nonces.issued == 0
+
+
+# == a store that reports itself busy ===========================================================
+
+
+class BusyReplay:
+    """A replay store whose claims report `StoreBusy` while `busy` is set (a locked database)."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.inner = MemoryReplayStore(clock=clock)
+        self.busy = True
+
+    def claim(self, principal: str, nonce: str, expires_at: float) -> Claim:
+        if self.busy:
+            raise StoreBusy("stores.db stayed locked for 60.0s; nothing was changed")
+        return self.inner.claim(principal, nonce, expires_at)
+
+    def release(self, principal: str, nonce: str) -> None:
+        self.inner.release(principal, nonce)
+
+    def used(self, principal: str, nonce: str) -> bool:
+        return self.inner.used(principal, nonce)
+
+
+def test_a_busy_store_is_the_busy_error_with_503_and_the_retry_still_works(
+    clock: FakeClock,
+) -> None:
+    replay = BusyReplay(clock)
+    lab = build_lab(clock, replay=replay)
+    state = ask(lab)
+    error = error_of(call(lab.server, 2, state=state, responses=accept("note-14")))
+    assert error == {"code": SERVER_BUSY, "message": STORE_BUSY_ERROR}
+    assert http_status(error["code"]) == 503
+    assert "locked" not in error["message"]  # the reason goes to the log, not the wire
+    assert lab.ids() == DEMO_IDS
+    replay.busy = False  # the lock is gone: the same confirmation goes through
+    assert deleted(call(lab.server, 3, state=state, responses=accept("note-14")))

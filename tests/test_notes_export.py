@@ -10,6 +10,7 @@ knows the credential's exact text and can look for it everywhere.
 from __future__ import annotations
 
 import base64
+import hashlib
 import itertools
 import json
 import logging
@@ -600,7 +601,7 @@ def test_the_credential_is_in_no_mcp_message_page_or_log_record(
 
 def test_configured_consent_store_and_its_refusals(tmp_path: Path) -> None:
     key = tmp_path / "k.key"
-    key.write_bytes(b"k" * 40)
+    key.write_bytes(base64.b64encode(hashlib.sha512(b"consent test key").digest()))
     key.chmod(0o600)
 
     def configured(consent: str, token: bool = True) -> Any:
@@ -659,7 +660,7 @@ def test_a_form_with_extra_fields_is_refused(served: Served) -> None:
 )
 def test_public_url_is_a_bare_origin(tmp_path: Path, public_url: str, accepted: bool) -> None:
     key = tmp_path / "k.key"
-    key.write_bytes(b"k" * 40)
+    key.write_bytes(base64.b64encode(hashlib.sha512(b"consent test key").digest()))
     raw = {
         "server": {"signing_key_files": ["k.key"]},
         "http": {"public_url": public_url},
@@ -675,7 +676,7 @@ def test_public_url_is_a_bare_origin(tmp_path: Path, public_url: str, accepted: 
 
 def test_labkit_serve_with_a_config_offers_links_at_its_public_url(tmp_path: Path) -> None:
     key = tmp_path / "k.key"
-    key.write_bytes(b"k" * 40)
+    key.write_bytes(base64.b64encode(hashlib.sha512(b"consent test key").digest()))
     key.chmod(0o600)
     config = tmp_path / "labkit.toml"
     config.write_text(

@@ -14,7 +14,7 @@ from store_backends import require_postgres, unique_schema
 from labkit.clock import FakeClock
 from labkit.stores import Claim, Confirmation, Deletion, commit_deletion
 from labkit.stores.memory import MemoryNoteStore, MemoryReplayStore
-from labkit.stores.open import open_stores
+from labkit.stores.open import StoreOpenError, open_stores, spec_file
 from labkit.stores.postgres import PostgresStore
 from labkit.stores.sqlite import SqliteStore
 
@@ -129,9 +129,79 @@ def test_postgres_and_postgresql_name_the_same_database(
     assert notes is replay
 
 
-def test_an_unreachable_postgres_is_a_connection_error_not_a_spec_error() -> None:
-    with pytest.raises(psycopg.OperationalError):
-        open_stores("memory", "postgresql://postgres@127.0.0.1:1/test")
+def test_an_unreachable_postgres_is_an_open_error_not_a_spec_error() -> None:
+    with pytest.raises(StoreOpenError) as caught:
+        open_stores("memory", "postgresql://alice:hunter2@127.0.0.1:1/test")
+    assert isinstance(caught.value.__cause__, psycopg.OperationalError)
+    message = str(caught.value)
+    assert message.startswith(
+        "cannot open the replay store 'postgresql://alice:***@127.0.0.1:1/test': "
+    )
+    assert "hunter2" not in message and "PostgreSQL server is running" in message
+
+
+@pytest.mark.parametrize("role", ["notes", "replay"])
+@pytest.mark.parametrize("slashes", ["///", "////"])
+def test_a_sqlite_file_in_a_missing_directory_names_the_path_and_what_to_do(
+    tmp_path: Path, role: str, slashes: str
+) -> None:
+    spec = f"sqlite:{slashes}{str(tmp_path / 'no-such-dir' / 'r.db').lstrip('/')}"
+    specs = {"notes": "memory", "replay": "memory", role: spec}
+    with pytest.raises(StoreOpenError) as caught:
+        open_stores(specs["notes"], specs["replay"])
+    assert caught.value.role == role
+    assert str(caught.value) == (
+        f"cannot open the {role} store {spec!r}: unable to open database file. Check that its "
+        "directory exists and that this user may create files in it (SQLite keeps -wal and "
+        "-shm files beside the database)."
+    )
+
+
+@pytest.mark.parametrize("slashes", ["///", "////"])
+def test_both_absolute_forms_open_the_same_file(
+    tmp_path: Path, slashes: str, opened: list[Any]
+) -> None:
+    path = tmp_path / "stores.db"
+    notes, replay = open_stores(f"sqlite:{slashes}{str(path).lstrip('/')}", "memory")
+    opened.append(notes)
+    assert isinstance(notes, SqliteStore) and notes.path == str(path)
+    assert path.exists()
+
+
+@pytest.mark.parametrize("slashes", ["///", "////"])
+def test_both_absolute_forms_name_a_filesystem_journal(
+    tmp_path: Path, slashes: str, opened: list[Any]
+) -> None:
+    from labkit.stores.filesystem import FilesystemNoteStore
+
+    work = tmp_path / "work"
+    work.mkdir()
+    journal = tmp_path / "journal.db"
+    notes, _ = open_stores(
+        f"filesystem:{slashes}{str(journal).lstrip('/')}", "memory", workspaces=[f"file://{work}"]
+    )
+    opened.append(notes)
+    assert isinstance(notes, FilesystemNoteStore)
+    assert journal.exists()
+
+
+@pytest.mark.parametrize(
+    ("spec", "path"),
+    [
+        ("sqlite:///var/lib/labkit/r.db", "/var/lib/labkit/r.db"),
+        ("sqlite:////var/lib/labkit/r.db", "/var/lib/labkit/r.db"),
+        ("filesystem:///var/lib/labkit/j.db", "/var/lib/labkit/j.db"),
+        ("filesystem:////var/lib/labkit/j.db", "/var/lib/labkit/j.db"),
+        ("sqlite://relative.db", None),
+        ("sqlite://host/var/r.db", None),
+        ("sqlite://///var/r.db", None),
+        ("filesystem://relative.db", None),
+        ("postgresql://postgres@127.0.0.1/test", None),
+        ("memory", None),
+    ],
+)
+def test_the_file_a_spec_names(spec: str, path: str | None) -> None:
+    assert spec_file(spec) == path
 
 
 BAD_SPECS = [
@@ -140,7 +210,8 @@ BAD_SPECS = [
     "memory:",
     "sqlite:stores.db",
     "sqlite://stores.db",  # relative: refused, never resolved against the working directory
-    "sqlite:////var/stores.db",
+    "sqlite://///var/stores.db",  # five slashes: neither absolute form
+    "sqlite://host/var/stores.db",  # a host: refused
     "sqlite:///var/lib/",
     "sqlite:///var/stores.db?mode=ro",
     "redis://127.0.0.1:6379/0",

@@ -17,8 +17,8 @@ from psycopg import sql
 from store_backends import require_postgres, unique_schema
 
 from labkit.clock import FakeClock
-from labkit.stores import Claim, Confirmation, Deletion, commit_deletion
-from labkit.stores.postgres import PostgresStore
+from labkit.stores import Claim, Confirmation, Deletion, StoreBusy, commit_deletion
+from labkit.stores.postgres import MAX_ATTEMPTS, PostgresStore
 
 pytestmark = pytest.mark.postgres
 
@@ -182,3 +182,21 @@ def test_a_closed_store_refuses_work(open_store: OpenStore) -> None:
     store.close()
     with pytest.raises(ValueError, match="closed"):
         store.get("x")
+
+
+def test_retries_that_never_succeed_are_store_busy_after_injected_pauses(
+    open_store: OpenStore,
+) -> None:
+    pauses: list[float] = []
+    store = open_store(sleep=pauses.append)
+    attempts: list[int] = []
+
+    def conflicting(conn: object) -> tuple[bool, None]:
+        attempts.append(1)
+        raise psycopg.errors.SerializationFailure("could not serialize access")
+
+    with pytest.raises(StoreBusy, match="nothing was changed"):
+        store._run(conflicting)
+    assert len(attempts) == MAX_ATTEMPTS
+    assert len(pauses) == MAX_ATTEMPTS - 1  # every wait went through the injected sleep
+    assert store.claim("alice", "n1", 10_000.0) is Claim.CLAIMED  # the store still works

@@ -30,7 +30,6 @@ from test_http import serving
 from labkit.auth import demo_authenticator, hash_token
 from labkit.config import load_config
 from labkit.deployment import create_server
-from labkit.state import KeyRing
 from labkit.transports.http import create_app
 
 PROTOCOL = "2026-07-28"
@@ -324,7 +323,7 @@ def test_configured_filesystem_deployment_over_http_runs_the_call_in_a_worker_th
     chooser = TitleChooser("TPS report 2025")
     notes, replay = config.open_stores()
     server = create_server(
-        keys=KeyRing.from_files(config.key_files),
+        keys=config.key_ring(),
         notes=notes,
         replay=replay,
         authorizer=config.authorizer(),

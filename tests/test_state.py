@@ -11,7 +11,7 @@ import hashlib
 import hmac
 import json
 import logging
-from pathlib import Path
+import random
 from typing import Any
 
 import pytest
@@ -33,6 +33,7 @@ from helpers import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from labkit import state as state_module
 from labkit.clock import FakeClock
 from labkit.deployment import create_server, demo_deployment
 from labkit.state import (
@@ -42,10 +43,13 @@ from labkit.state import (
     MIN_KEY_BYTES,
     Binding,
     InvalidState,
+    KeyFile,
     KeyRing,
     StateSigner,
     digest,
     key_id,
+    key_problem,
+    parse_key_file,
 )
 
 BINDING = Binding("alice", "tools/call", "notes_delete", digest(TPS))
@@ -103,17 +107,49 @@ def test_a_key_id_is_stable_and_reveals_nothing_of_the_key() -> None:
     assert len(key_id(KEY_A)) == 12
 
 
-def test_key_files(tmp_path: Path) -> None:
-    good = tmp_path / "key"
-    good.write_bytes(KEY_A.hex().encode() + b"\n")
-    ring = KeyRing.from_files([good])
-    assert ring.sealing[1] == KEY_A.hex().encode()  # whitespace around the secret is dropped
-    short = tmp_path / "short"
-    short.write_bytes(b"too short\n")
-    with pytest.raises(ValueError, match="at least 32"):
-        KeyRing.from_files([short])
-    with pytest.raises(ValueError, match="missing"):
-        KeyRing.from_files([tmp_path / "missing"])
+def test_a_text_key_file_is_base64_with_whitespace_around_it_ignored() -> None:
+    secret = bytes(range(48))
+    for text in (
+        base64.b64encode(secret) + b"\n",  # head -c 48 /dev/urandom | base64
+        b"  " + base64.b64encode(secret) + b"\r\n\n",
+        base64.urlsafe_b64encode(secret).rstrip(b"="),  # secrets.token_urlsafe(48)
+    ):
+        assert parse_key_file(text) == KeyFile(secret, "text"), text
+
+
+def test_a_raw_key_file_is_used_exactly_as_it_is() -> None:
+    raw = b"\n\t " + bytes(range(256)) + b" \n"  # whitespace at both ends is part of the key
+    assert parse_key_file(raw) == KeyFile(raw, "raw")
+    # Only base64 letters, but a length no base64 text has (4n+1): raw as well.
+    assert parse_key_file(b"a" * 33) == KeyFile(b"a" * 33, "raw")
+
+
+def test_every_random_raw_key_of_32_bytes_or_more_loads_as_it_is() -> None:
+    rng = random.Random(20261203)
+    keys = [rng.randbytes(32) for _ in range(10_000)]  # head -c 32 /dev/urandom
+    keys += [rng.randbytes(rng.randint(33, 64)) for _ in range(10_000)]
+    for key in keys:
+        loaded = parse_key_file(key)
+        assert loaded == KeyFile(key, "raw") and key_problem(loaded.secret) is None
+    # The control: stripping whitespace from raw bytes, the old rule, refused about 1 in 15.
+    refused = sum(len(key.strip()) < MIN_KEY_BYTES for key in keys)
+    assert refused > 200
+
+
+def test_the_key_length_rule() -> None:
+    assert key_problem(b"k" * 32) is None
+    assert key_problem(b"k" * 31) == "holds 31 bytes; a signing key needs at least 32 random bytes"
+
+
+def test_no_process_wide_cache_keeps_secrets_alive() -> None:
+    # A cache keyed by key bytes kept rotated-out keys in memory for the life of the process;
+    # the HMAC templates now live in the ring and go with it.
+    cached = [name for name, value in vars(state_module).items() if hasattr(value, "cache_info")]
+    assert cached == []
+    ring = KeyRing([KEY_A, KEY_B])
+    token = StateSigner(ring, audience="a", clock=FakeClock()).mint(BINDING, PAYLOAD)
+    other = StateSigner(KeyRing([KEY_B, KEY_A]), audience="a", clock=FakeClock())
+    assert other.verify(token, BINDING).payload == PAYLOAD
 
 
 # -- mint and verify ---------------------------------------------------------------------------

@@ -7,17 +7,32 @@ dependency points one way, from the course down to the core.
 """
 
 from labkit.course.checks import CheckReport, CheckResult, Outcome, check, hint
+from labkit.course.consent import UrlConsent
+from labkit.course.forms import ElicitationForm
 from labkit.course.host import Host, McpError, Pending, TooManyRounds, TransportError
+from labkit.course.live import LiveCall, start_tool
+from labkit.course.quiz import Option, Quiz, QuizWidget, quiz
+from labkit.course.skill import export_skill, skill_text
 
 __all__ = [
     "CheckReport",
     "CheckResult",
+    "ElicitationForm",
     "Host",
+    "LiveCall",
     "McpError",
+    "Option",
     "Outcome",
     "Pending",
+    "Quiz",
+    "QuizWidget",
     "TooManyRounds",
     "TransportError",
+    "UrlConsent",
     "check",
+    "export_skill",
     "hint",
+    "quiz",
+    "skill_text",
+    "start_tool",
 ]

@@ -16,9 +16,8 @@ checks come from a separate mapping given to `Checker(hidden=...)`, so adding th
 edits this module or the exercise modules; `Checker.check(..., **implementations)` runs
 against explicit implementations instead of the notebook's namespace.
 
-Must not import ipywidgets (no widget is needed to check or grade) nor the protocol core at
-import time; exercise modules import this one, never the reverse (the default registry is
-loaded lazily).
+Must not import ipywidgets: no widget is needed to check or grade. Exercise modules import
+this one, never the reverse (the default registry is loaded lazily).
 """
 
 from __future__ import annotations

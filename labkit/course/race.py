@@ -13,8 +13,8 @@ per statement: a trace callback sleeps before each SQL statement so the two race
 statements overlap on a busy two-core machine, the way they would under load; a correct
 single transaction (`BEGIN IMMEDIATE`) makes the second racer wait and is unaffected.
 
-Must not import ipywidgets or the protocol core: children import this module, so it stays
-cheap (stdlib and `labkit.course.checks` only).
+Must not import ipywidgets: children import this module, so it imports only the stdlib and
+`labkit.course.checks` itself.
 """
 
 from __future__ import annotations

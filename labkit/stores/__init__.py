@@ -1,6 +1,8 @@
 """The two store contracts the core depends on, and the deletion commit built on them.
 
-Owns: `Note`, `NoteStore`, `ReplayStore`, `AtomicDeleter`, `Confirmation`, `commit_deletion`.
+Owns: `Note`, `NoteStore`, `ReplayStore` and its bounds (`DEFAULT_CAPACITY`,
+`DEFAULT_PER_PRINCIPAL`, `replay_bounds`), `AtomicDeleter`, `Confirmation`, `commit_deletion`,
+and `StoreBusy`, the one exception a backend raises for "try again later".
 Backends live in submodules (`memory`, and the persistent ones); the core imports only this
 module, so a backend never leaks into the protocol logic.
 """
@@ -14,6 +16,20 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol, runtime_checkable
 
 from labkit.scope import Path
+
+# The replay store's bounds (every backend, and the `[stores]` settings): how many live claims
+# in all, and how many one principal may hold, so no caller can fill the store for the others
+# (SECURITY.md, "Exactly-once replay store"; LESSON.md section 13).
+DEFAULT_CAPACITY = 10_000
+DEFAULT_PER_PRINCIPAL = 1_000
+
+
+def replay_bounds(capacity: int, per_principal: int) -> tuple[int, int]:
+    """`(capacity, per-principal share)` as every replay store applies them: both positive,
+    the share never above the capacity."""
+    if capacity < 1 or per_principal < 1:
+        raise ValueError("replay store capacity and per-principal share must be positive")
+    return capacity, min(per_principal, capacity)
 
 
 @dataclass(frozen=True)
@@ -29,6 +45,12 @@ class Note:
     path: Path
     title: str
     identity: str
+
+
+class StoreBusy(RuntimeError):
+    """The store could not do the work in time (a database that stayed locked). Nothing was
+    claimed or deleted, and the caller may try the same request again: the core answers it
+    with the busy error (-32001, HTTP 503), never as an internal error or a replay."""
 
 
 class Claim(enum.Enum):

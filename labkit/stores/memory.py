@@ -10,10 +10,14 @@ from collections.abc import Sequence
 
 from labkit.clock import Clock, system_clock
 from labkit.scope import Path, parse_file_uri
-from labkit.stores import Claim, Note
+from labkit.stores import DEFAULT_CAPACITY, DEFAULT_PER_PRINCIPAL, Claim, Note, replay_bounds
 
-DEFAULT_CAPACITY = 10_000
-DEFAULT_PER_PRINCIPAL = 1_000
+__all__ = [
+    "DEFAULT_CAPACITY",
+    "DEFAULT_PER_PRINCIPAL",
+    "MemoryNoteStore",
+    "MemoryReplayStore",
+]
 
 
 class MemoryNoteStore:
@@ -81,10 +85,7 @@ class MemoryReplayStore:
         per_principal: int = DEFAULT_PER_PRINCIPAL,
         clock: Clock = system_clock,
     ) -> None:
-        if capacity < 1 or per_principal < 1:
-            raise ValueError("replay store capacity and per-principal share must be positive")
-        self.capacity = capacity
-        self.per_principal = min(per_principal, capacity)
+        self.capacity, self.per_principal = replay_bounds(capacity, per_principal)
         self._clock = clock
         self._expiry: dict[tuple[str, str], float] = {}
         self._heap: list[tuple[float, str, str]] = []

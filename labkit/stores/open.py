@@ -6,11 +6,17 @@ start; the core never sees a spec.
 Specs (the same strings in a config file and on the command line):
 
 - `memory`: in this process only; lost at exit.
-- `sqlite:///ABSOLUTE/PATH.db`: everything after `sqlite://` is an absolute file path, taken
-  literally (`sqlite:///var/lib/labkit/stores.db` is `/var/lib/labkit/stores.db`). There is no
-  relative form, unlike SQLAlchemy's `sqlite:///rel.db`: a path that depends on the working
-  directory of a server is a deployment bug. Resolve relative paths before building the spec.
+- `sqlite:///ABSOLUTE/PATH.db` or `sqlite:////ABSOLUTE/PATH.db` (SQLAlchemy's absolute form,
+  which users paste): both are the file `/ABSOLUTE/PATH.db`. There is no relative form, unlike
+  SQLAlchemy's `sqlite:///rel.db`: a path that depends on the working directory of a server is
+  a deployment bug; and no host (`sqlite://host/path`). Resolve relative paths first.
 - `postgresql://...` or `postgres://...`: a libpq connection URI.
+- `filesystem:///ABSOLUTE/JOURNAL.db` or `filesystem:////ABSOLUTE/JOURNAL.db` (notes only):
+  the notes are the workspaces' files; the path names the intent journal. Same path rules.
+
+A spec that is malformed raises `ValueError`; a store that cannot be opened (a directory that
+does not exist, a database that is down) raises `StoreOpenError`, naming the role, the spec
+with any password masked, the reason and what to check.
 
 A notes spec and a replay spec naming the same database (the same SQLite file, the same
 PostgreSQL target and schema) give ONE store object, so a deletion claims its nonce and deletes
@@ -25,18 +31,31 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from labkit.clock import Clock, system_clock
-from labkit.stores import NoteStore, ReplayStore
-from labkit.stores.memory import (
-    DEFAULT_CAPACITY,
-    DEFAULT_PER_PRINCIPAL,
-    MemoryNoteStore,
-    MemoryReplayStore,
-)
+from labkit.stores import DEFAULT_CAPACITY, DEFAULT_PER_PRINCIPAL, NoteStore, ReplayStore
+from labkit.stores.memory import MemoryNoteStore, MemoryReplayStore
+from labkit.stores.sql import DEFAULT_SCHEMA
 
-DEFAULT_SCHEMA: Final = "labkit"  # the PostgreSQL schema; equal to postgres.DEFAULT_SCHEMA
+if TYPE_CHECKING:
+    from labkit.stores.filesystem import SymlinkPolicy
+
+
+class StoreOpenError(Exception):
+    """A well-formed spec whose store could not be opened: the environment, not the spec.
+    `role` is "notes" or "replay"; `spec` has any password masked."""
+
+    def __init__(self, role: str, spec: str, reason: str, hint: str) -> None:
+        stop = "" if reason.endswith((".", "?", "!")) else "."
+        super().__init__(f"cannot open the {role} store {spec!r}: {reason}{stop} {hint}")
+        self.role = role
+        self.spec = spec
+        self.reason = reason
+        self.hint = hint
+
+    def __repr__(self) -> str:
+        return f"StoreOpenError({self.role!r}, {self.spec!r}, {self.reason!r})"
 
 
 @dataclass
@@ -49,16 +68,18 @@ class Opening:
     capacity: int
     per_principal: int
     schema: str
-    symlinks: str = "refuse"
+    symlinks: SymlinkPolicy = "refuse"
     databases: dict[tuple[Any, ...], Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Backend:
-    """`form` is how the spec is written (for error messages); `open` builds the store."""
+    """`form` is how the spec is written (for error messages); `open` builds the store;
+    `hint` says what to check when a well-formed spec cannot be opened."""
 
     form: str
     open: Callable[[str, Opening], Any]
+    hint: str = ""
 
 
 def _exactly(word: str, build: Callable[[Opening], Any]) -> Callable[[str, Opening], Any]:
@@ -74,20 +95,38 @@ class _SpecError(ValueError):
     """A spec of a known kind that is malformed; `open_stores` adds the value and the forms."""
 
 
-def sqlite_path(spec: str) -> str:
-    """The absolute file path of a `sqlite:///ABSOLUTE/PATH.db` spec."""
-    path = spec.removeprefix("sqlite://")
-    if path == spec or not path.startswith("/") or path.startswith("//"):
-        raise _SpecError("the path after sqlite:// must be absolute and start with one '/'")
+def file_path(spec: str, scheme: str) -> str:
+    """The absolute file path of a `SCHEME:///ABS/PATH` or `SCHEME:////ABS/PATH` spec (the
+    second is SQLAlchemy's absolute form); relative and host-bearing forms are refused."""
+    prefix = f"{scheme}://"
+    rest = spec.removeprefix(prefix)
+    path = rest[1:] if rest.startswith("//") else rest
+    if rest == spec or not path.startswith("/") or path.startswith("//"):
+        raise _SpecError(
+            f"the path after {prefix} must be absolute: {scheme}:///ABSOLUTE/PATH "
+            f"(or {scheme}:////ABSOLUTE/PATH), with no host and no relative path"
+        )
     if path.endswith("/") or any(c in path for c in "?#\x00"):
         raise _SpecError("the path must name a file and hold no '?', '#' or NUL")
     return path
 
 
+def spec_file(spec: str) -> str | None:
+    """The file a `sqlite:` or `filesystem:` spec names, or None for any other spec (or a
+    malformed one: opening it reports why)."""
+    scheme = spec.partition("://")[0]
+    if scheme not in ("sqlite", "filesystem"):
+        return None
+    try:
+        return file_path(spec, scheme)
+    except _SpecError:
+        return None
+
+
 def _open_sqlite(spec: str, opening: Opening) -> Any:
     from labkit.stores.sqlite import SqliteStore
 
-    path = sqlite_path(spec)
+    path = file_path(spec, "sqlite")
     key = ("sqlite", os.path.realpath(path))
     if key not in opening.databases:
         opening.databases[key] = SqliteStore(
@@ -125,31 +164,42 @@ def _open_filesystem(spec: str, opening: Opening) -> Any:
     # Notes are files in the configured workspaces; the spec names the intent journal.
     from labkit.stores.filesystem import FilesystemNoteStore
 
-    journal = spec.removeprefix("filesystem://")
-    if journal == spec or not journal.startswith("/") or journal.startswith("//"):
-        raise _SpecError("the journal path after filesystem:// must be absolute")
-    if journal.endswith("/") or any(c in journal for c in "?#\x00"):
-        raise _SpecError("the journal path must name a file and hold no '?', '#' or NUL")
+    journal = file_path(spec, "filesystem")
     key = ("filesystem", os.path.realpath(journal))
     if key not in opening.databases:
         opening.databases[key] = FilesystemNoteStore(
             opening.workspaces,
             journal_path=journal,
             clock=opening.clock,
-            symlinks=opening.symlinks,  # type: ignore[arg-type]  # checked by the store
+            symlinks=opening.symlinks,
         )
     return opening.databases[key]
 
 
-_SQLITE: Final = Backend("sqlite:///ABSOLUTE/PATH.db", _open_sqlite)
-_POSTGRES: Final = Backend("postgresql://USER@HOST:PORT/DATABASE", _open_postgres)
+_SQLITE: Final = Backend(
+    "sqlite:///ABSOLUTE/PATH.db",
+    _open_sqlite,
+    "Check that its directory exists and that this user may create files in it (SQLite keeps "
+    "-wal and -shm files beside the database).",
+)
+_POSTGRES: Final = Backend(
+    "postgresql://USER@HOST:PORT/DATABASE",
+    _open_postgres,
+    "Check that the PostgreSQL server is running and reachable at that address, and that the "
+    "user, password and database are right.",
+)
 
 NOTE_BACKENDS: dict[str, Backend] = {
     "memory": Backend("memory", _exactly("memory", lambda o: MemoryNoteStore())),
     "sqlite": _SQLITE,
     "postgresql": _POSTGRES,
     "postgres": _POSTGRES,
-    "filesystem": Backend("filesystem:///ABSOLUTE/JOURNAL.db", _open_filesystem),
+    "filesystem": Backend(
+        "filesystem:///ABSOLUTE/JOURNAL.db",
+        _open_filesystem,
+        "Check that the journal's directory exists and that this user may create files in it, "
+        "and that every workspace is an existing directory.",
+    ),
 }
 REPLAY_BACKENDS: dict[str, Backend] = {
     "memory": Backend(
@@ -176,7 +226,7 @@ def open_stores(
     capacity: int = DEFAULT_CAPACITY,
     per_principal: int = DEFAULT_PER_PRINCIPAL,
     schema: str = DEFAULT_SCHEMA,
-    symlinks: str = "refuse",
+    symlinks: SymlinkPolicy = "refuse",
 ) -> tuple[NoteStore, ReplayStore]:
     """The note store and the replay store named by two specs (see the module docstring).
 
@@ -184,7 +234,7 @@ def open_stores(
     `capacity` and `per_principal` bound the replay store; `schema` is the PostgreSQL schema;
     `symlinks` is the filesystem store's symlink policy (docs/symlink-policy.md).
     A malformed or unknown spec raises `ValueError` naming the value and the accepted forms;
-    a database that cannot be opened raises its driver's error.
+    a store that cannot be opened raises `StoreOpenError`.
     """
     opening = Opening(tuple(workspaces), clock, capacity, per_principal, schema, symlinks)
     try:
@@ -211,6 +261,11 @@ def _open(role: str, spec: object, backends: Mapping[str, Backend], opening: Ope
         raise ValueError(
             f"{role} store spec {_redact(spec)!r}: {exc}; accepted forms: {forms}"
         ) from None
+    except Exception as exc:
+        # The driver's own words ("unable to open database file", "connection refused"), one
+        # line, any password masked; the traceback stays with the cause (`--verbose`).
+        reason = _redact(" ".join(str(exc).split())) or type(exc).__name__
+        raise StoreOpenError(role, _redact(spec), reason, backend.hint) from exc
 
 
 def _redact(spec: str) -> str:

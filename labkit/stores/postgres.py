@@ -26,10 +26,22 @@ from psycopg.conninfo import conninfo_to_dict
 
 from labkit.clock import Clock, system_clock
 from labkit.scope import Path, parse_file_uri
-from labkit.stores import Claim, Confirmation, Deletion, Note, ReplayStore, claim_then_delete
-from labkit.stores.memory import DEFAULT_CAPACITY, DEFAULT_PER_PRINCIPAL
+from labkit.stores import (
+    DEFAULT_CAPACITY,
+    DEFAULT_PER_PRINCIPAL,
+    Claim,
+    Confirmation,
+    Deletion,
+    Note,
+    ReplayStore,
+    StoreBusy,
+    claim_then_delete,
+    replay_bounds,
+)
 from labkit.stores.sql import (
+    DEFAULT_SCHEMA,
     NOTE_COLUMNS,
+    SCHEMA_PATTERN,
     Row,
     ThreadConnections,
     below,
@@ -38,16 +50,14 @@ from labkit.stores.sql import (
     new_epoch,
     note_from_row,
     path_text,
-    replay_bounds,
 )
 
 log = logging.getLogger("labkit.stores.postgres")
 
-DEFAULT_SCHEMA: Final = "labkit"
 CONNECT_TIMEOUT_SECONDS: Final = 10
 MAX_ATTEMPTS: Final = 20
 GC_BATCH: Final = 100
-_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_SCHEMA_NAME = re.compile(SCHEMA_PATTERN)
 
 # Every identifier below is the validated schema name, quoted by psycopg.sql.
 # COLLATE "C": code point order, the order Python sorts `find` results in and the order the
@@ -134,6 +144,7 @@ class PostgresStore(ThreadConnections[Connection]):
         capacity: int = DEFAULT_CAPACITY,
         per_principal: int = DEFAULT_PER_PRINCIPAL,
         connect_timeout: int = CONNECT_TIMEOUT_SECONDS,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if not _SCHEMA_NAME.fullmatch(schema):
             raise ValueError(
@@ -146,6 +157,7 @@ class PostgresStore(ThreadConnections[Connection]):
         self._dsn = dsn
         self._connect_timeout = connect_timeout
         self._clock = clock
+        self._sleep = sleep  # injected, as in SqliteStore: tests watch retries without waiting
         name = sql.Identifier(schema)
         self._q = {k: sql.SQL(v).format(s=name).as_string(None) for k, v in _QUERIES.items()}
         self._ddl = [sql.SQL(v).format(s=name).as_string(None) for v in _DDL]
@@ -186,9 +198,13 @@ class PostgresStore(ThreadConnections[Connection]):
                 return result
             except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected) as exc:
                 if attempt == MAX_ATTEMPTS:
-                    raise
+                    # Every attempt was rolled back: nothing happened, the caller may retry.
+                    raise StoreBusy(
+                        f"{self!r}: {MAX_ATTEMPTS} attempts met {type(exc).__name__}; "
+                        "nothing was changed"
+                    ) from exc
                 log.info("transaction retried after %s", type(exc).__name__)
-                time.sleep(delay * random.uniform(0.5, 1.0))
+                self._sleep(delay * random.uniform(0.5, 1.0))
                 delay = min(delay * 2, 0.2)
             except psycopg.OperationalError:
                 if conn.broken or conn.closed:

@@ -2,8 +2,9 @@
 workspace becomes an index range, the replay store's bounds, and a connection per thread.
 
 Owns: the row encoding of `Note.path` and `Note.identity`, the final (Python) decision of
-`find`, the validation of the replay bounds, and the per-thread connection bookkeeping
-(`ThreadConnections`). No database driver: a backend says how to open its connections.
+`find`, the PostgreSQL schema-name rule and default (configuration checks the same ones), and the
+per-thread connection bookkeeping (`ThreadConnections`). No database driver: a backend says how
+to open its connections.
 """
 
 from __future__ import annotations
@@ -17,6 +18,11 @@ from typing import Generic, Protocol, Self, TypeVar
 
 from labkit.scope import Path, strictly_contains
 from labkit.stores import Note
+
+# The PostgreSQL schema holding labkit's tables: 1 to 63 lowercase letters, digits and
+# underscores, not starting with a digit (an identifier that never needs quoting rules).
+DEFAULT_SCHEMA = "labkit"
+SCHEMA_PATTERN = r"^[a-z_][a-z0-9_]{0,62}$"
 
 Row = tuple[str, str, str, int]
 """`(id, path text, title, generation)` as every note query selects it."""
@@ -86,13 +92,6 @@ def decide_found(
     ]
     matches.sort(key=lambda n: (n.title.casefold(), n.id))
     return matches[:limit]
-
-
-def replay_bounds(capacity: int, per_principal: int) -> tuple[int, int]:
-    """`(capacity, per-principal share)` exactly as `MemoryReplayStore` takes them."""
-    if capacity < 1 or per_principal < 1:
-        raise ValueError("replay store capacity and per-principal share must be positive")
-    return capacity, min(per_principal, capacity)
 
 
 class Closable(Protocol):

@@ -23,8 +23,18 @@ from typing import Final, TypeVar
 
 from labkit.clock import Clock, system_clock
 from labkit.scope import Path, parse_file_uri
-from labkit.stores import Claim, Confirmation, Deletion, Note, ReplayStore, claim_then_delete
-from labkit.stores.memory import DEFAULT_CAPACITY, DEFAULT_PER_PRINCIPAL
+from labkit.stores import (
+    DEFAULT_CAPACITY,
+    DEFAULT_PER_PRINCIPAL,
+    Claim,
+    Confirmation,
+    Deletion,
+    Note,
+    ReplayStore,
+    StoreBusy,
+    claim_then_delete,
+    replay_bounds,
+)
 from labkit.stores.sql import (
     NOTE_COLUMNS,
     Row,
@@ -35,7 +45,6 @@ from labkit.stores.sql import (
     new_epoch,
     note_from_row,
     path_text,
-    replay_bounds,
 )
 
 log = logging.getLogger("labkit.stores.sqlite")
@@ -62,11 +71,6 @@ _SCHEMA: Final = (
 _T = TypeVar("_T")
 Unit = Callable[[sqlite3.Connection], tuple[bool, _T]]
 """One transaction's work: returns (commit?, result). False rolls everything back."""
-
-
-class StoreBusy(RuntimeError):
-    """The database stayed locked past the retry deadline. Not a replay: nothing was claimed,
-    nothing was deleted, and the caller may try the same confirmation again."""
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -163,6 +167,7 @@ class SqliteStore(ThreadConnections[sqlite3.Connection]):
                 if not _is_busy(exc):
                     raise
                 if waited >= self._lock_deadline:
+                    # Not a replay: nothing was claimed or deleted (stores.StoreBusy).
                     raise StoreBusy(
                         f"{self.path!r} stayed locked for {waited:.1f}s; nothing was changed"
                     ) from exc

@@ -39,14 +39,13 @@ from labkit.server import RequestContext, Server
 from labkit.transports.consent_page import ConsentPage
 from labkit.transports.envelope import header_mismatch
 from labkit.transports.legacy_http import SESSION_HEADER, LegacyHttp, Streamed
+from labkit.transports.limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_TIMEOUT_SECONDS
 from labkit.transports.sse import SSE_HEADERS, event, wants_event_stream
 from labkit.wire import decode, encode, error_response, is_request_id, parse_error_response
 
 log = logging.getLogger("labkit.transports.http")
 
 DEFAULT_PATH: Final = "/mcp"
-DEFAULT_MAX_BODY_BYTES: Final = 1024 * 1024
-DEFAULT_TIMEOUT_SECONDS: Final = 30.0
 # Methods whose handlers may wait on a store (a database, a disk): they run in a worker
 # thread so one slow call never stalls the event loop. Everything else is answered inline:
 # a thread hop costs far more than discovery or a listing does.

@@ -17,17 +17,16 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, BinaryIO, Final
+from typing import Any, BinaryIO
 
 from labkit import legacy as legacy_adapter
 from labkit.errors import INVALID_REQUEST, ProtocolError
 from labkit.legacy import LegacyCall, LegacySession, Step, is_response
 from labkit.server import RequestContext, Server
+from labkit.transports.limits import DEFAULT_MAX_LINE_BYTES
 from labkit.wire import META_VERSION, decode, encode, error_response, parse_error_response
 
 log = logging.getLogger("labkit.transports.stdio")
-
-DEFAULT_MAX_LINE_BYTES: Final = 4 * 1024 * 1024
 
 
 class _Stopped(Exception):

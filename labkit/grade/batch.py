@@ -1,0 +1,138 @@
+"""Grading many submissions: workers, progress, the files written and the exit code.
+
+Owns: collecting submissions (a folder's `*.ipynb`, or files as given), running `--jobs`
+kernels at once (threads in one process: nbval, nbformat and jupyter_client are imported once
+per batch, each submission pays only its kernel start and its cells), the per-submission
+JSON and feedback files, the batch JSON, JUnit XML and the class view, the summary table and
+the exit code (0 when every submission was graded and none fell under `fail_under`).
+
+The clock, the runner factory and the progress sink are injected.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from labkit.grade import classview, report
+from labkit.grade.grader import Course, Runner, grade
+from labkit.grade.kernel import KernelRunner, Limits, sandbox_mode, write_kernelspec
+from labkit.grade.report import BatchReport, SubmissionReport
+
+
+def collect(paths: Sequence[Path]) -> list[Path]:
+    """Folders give their `*.ipynb` files (sorted); files are taken as given, whatever they are."""
+    found: list[Path] = []
+    for path in paths:
+        found.extend(sorted(path.glob("*.ipynb")) if path.is_dir() else [path])
+    return found
+
+
+@dataclass
+class Progress:
+    """A one-line progress bar on a terminal; silent otherwise."""
+
+    total: int
+    stream: TextIO = sys.stderr
+    done: int = 0
+
+    def step(self, name: str) -> None:
+        self.done += 1
+        if not self.stream.isatty():
+            return
+        width = 30
+        filled = width * self.done // max(self.total, 1)
+        bar = "#" * filled + "-" * (width - filled)
+        end = "\n" if self.done == self.total else ""
+        self.stream.write(f"\r[{bar}] {self.done}/{self.total} {name[:40]:<40}{end}")
+        self.stream.flush()
+
+
+def run(
+    paths: Sequence[Path],
+    course: Course,
+    *,
+    limits: Limits,
+    jobs: int = 1,
+    runner: Runner | None = None,
+    progress: Progress | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> BatchReport:
+    started = clock()
+    files = collect(paths)
+    work = Path(tempfile.mkdtemp(prefix="labkit-grade-"))
+    try:
+        mode = sandbox_mode()
+        if runner is None:
+            runner = KernelRunner(
+                write_kernelspec(work / "spec", limits, sandbox=mode), limits, clock=clock
+            )
+        sandbox = f"Landlock ({mode})" if mode == "required" else "limits only (no Landlock)"
+        bound: Runner = runner
+
+        def one(path: Path) -> SubmissionReport:
+            if not path.exists():
+                result = SubmissionReport.failed(path.name, f"{path}: no such file")
+            else:
+                result = grade(path, course, bound, scratch_root=work, sandbox=sandbox, clock=clock)
+            if progress is not None:
+                progress.step(path.name)
+            return result
+
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            reports = list(pool.map(one, files))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return report.batch(reports, clock() - started)
+
+
+def write(result: BatchReport, out: Path, junit: Path | None = None) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    used: set[str] = set()
+    for sub in result.submissions:
+        stem = Path(sub.file).stem
+        name, n = stem, 1
+        while name in used:
+            n += 1
+            name = f"{stem}-{n}"
+        used.add(name)
+        (out / f"{name}.json").write_text(sub.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        (out / f"{name}.feedback.txt").write_text(report.feedback(sub), encoding="utf-8")
+    (out / "batch.json").write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    (out / "class.html").write_text(classview.render(result), encoding="utf-8")
+    if junit is not None:
+        junit.parent.mkdir(parents=True, exist_ok=True)
+        junit.write_text(report.junit(result.submissions), encoding="utf-8")
+
+
+def summary(result: BatchReport) -> str:
+    rows = [("submission", "score", "%", "status")]
+    for sub in result.submissions:
+        if sub.status == "graded":
+            rows.append(
+                (sub.file, f"{sub.points:g}/{sub.max_points:g}", f"{sub.percent:g}", "graded")
+            )
+        else:
+            rows.append((sub.file, "-", "-", f"not graded: {sub.error}"))
+    widths = [max(len(r[i]) for r in rows[:] if i < 3) for i in range(3)]
+    lines = [f"{r[0]:<{widths[0]}}  {r[1]:>{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}" for r in rows]
+    lines.append(
+        f"{result.graded} graded, {result.errors} not graded, mean {result.mean_percent:g}%, "
+        f"{result.seconds:.1f} s"
+    )
+    return "\n".join(lines)
+
+
+def exit_code(result: BatchReport, fail_under: float | None = None) -> int:
+    if result.errors:
+        return 1
+    if fail_under is not None and any(s.percent < fail_under for s in result.submissions):
+        return 1
+    return 0

@@ -1,0 +1,284 @@
+"""Grading one submission: load, match, run in a confined scratch kernel, score.
+
+Owns: the `Course` (the solutions and what to check in them), the order of work for one
+submission, and the rule that a check that could not run is failed "did not run", never passed.
+The code sent to the kernel is the learner's code cells in the learner's order, then, per
+exercise, one cell that loads the hidden checks from a string (their source never touches the
+scratch directory), one cell running the course's public checks (`labkit.course.checks`, when
+this labkit has them), then one cell per hidden check, so a hanging check only fails itself.
+
+Collaborators are injected: the kernel runner (anything with `run(scratch, sources)`), the
+clock and the scratch root.
+
+Must not print or parse command-line arguments (the batch and the CLI do).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+from nbformat import NotebookNode
+
+from labkit.grade import exercises as ex
+from labkit.grade import notebooks, outputs
+from labkit.grade.kernel import CellRun, CellStatus, Execution
+from labkit.grade.probe import MIME, PUBLIC_MIME
+from labkit.grade.report import CheckScore, Outcome, SubmissionReport, exercise_score
+
+PROBE_SOURCE: Final = (Path(__file__).parent / "probe.py").read_text(encoding="utf-8")
+OUTPUTS_SECTION: Final = "outputs"
+_NS: Final = "__labkit_checks__"
+_B: Final = "__labkit_builtins__"
+_NOT_RUN: Final = {
+    CellStatus.TIMEOUT: "did not run to the end: the time limit per cell was reached",
+    CellStatus.DEAD: "did not run: the kernel died (os._exit, a crash or a resource limit)",
+    CellStatus.ERROR: "did not run: the grader could not load the check",
+}
+
+
+class Runner(Protocol):
+    def run(self, scratch: Path, sources: Sequence[str]) -> Execution: ...
+
+
+@dataclass(frozen=True)
+class Course:
+    solutions: Mapping[str, NotebookNode]
+    registry: Mapping[str, ex.Exercise] = field(default_factory=lambda: dict(ex.EXERCISES))
+    patterns: Sequence[tuple[str, str]] = field(default_factory=outputs.sanitizers)
+    public: Callable[[str], Sequence[ex.PublicCheck]] = ex.course_public_checks
+
+    @classmethod
+    def load(cls, directory: Path, **kw: Any) -> Course:
+        if not directory.is_dir():
+            raise notebooks.Unreadable(f"{directory}: no such directory of solution notebooks")
+        solutions = {p.stem: notebooks.load(p) for p in sorted(directory.glob("*.ipynb"))}
+        if not solutions:
+            raise notebooks.Unreadable(f"{directory}: holds no .ipynb solution notebooks")
+        return cls(solutions, **kw)
+
+
+def grade(
+    path: Path,
+    course: Course,
+    runner: Runner,
+    *,
+    scratch_root: Path,
+    sandbox: str = "",
+    clock: Callable[[], float] = time.monotonic,
+) -> SubmissionReport:
+    started = clock()
+    try:
+        learner = notebooks.load(path)
+    except notebooks.Unreadable as error:
+        return SubmissionReport.failed(path.name, str(error))
+    found = notebooks.match(path, learner, course.solutions)
+    if found is None:
+        return SubmissionReport.failed(
+            path.name,
+            f"{path.name}: matches no solution notebook (by file name or by the notebook's "
+            "labkit metadata)",
+        )
+    solution = course.solutions[found.stem]
+    notices = notebooks.structure(learner, solution)
+    if found.how == "metadata":
+        notices.insert(0, f"renamed: graded as {found.stem}.ipynb (matched by its metadata)")
+    exercises = ex.exercises_in(solution, course.registry)
+    checks = ex.all_checks(exercises)
+    checked = outputs.checked_cells(solution)
+    cells = notebooks.code_cells(learner)
+    sources = [c.source for c in cells]
+    loaders = {e.id: len(sources) + i for i, e in enumerate(exercises)}
+    sources += [_loader(e) for e in exercises]
+    publics = {e.id: list(course.public(e.id)) for e in exercises}
+    public_cells = {}
+    for e in exercises:
+        if publics[e.id]:
+            public_cells[e.id] = len(sources)
+            sources.append(_public_cell(e))
+    first_check = len(sources)
+    sources += [_check_cell(c) for c in checks]
+    scratch = Path(tempfile.mkdtemp(prefix="sub-", dir=scratch_root))
+    try:
+        shutil.copyfile(path, scratch / "submission.ipynb")
+        execution = runner.run(scratch, sources)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if not execution.started:
+        return SubmissionReport.failed(
+            path.name, f"{path.name}: {execution.problem}", clock() - started
+        )
+    runs = execution.cells
+    scores: dict[str, list[CheckScore]] = {}
+    for exercise_id, cell in public_cells.items():
+        loader = runs[loaders[exercise_id]]
+        run = runs[cell] if loader.status is CellStatus.OK else loader
+        scores[exercise_id] = _public_scores(exercise_id, publics[exercise_id], run, execution)
+    for index, check in enumerate(checks):
+        loader = runs[loaders[check.exercise]]
+        run = runs[first_check + index] if loader.status is CellStatus.OK else loader
+        scores.setdefault(check.exercise, []).append(_hidden_score(check, run, execution))
+    notices += _cell_notices(cells, runs)
+    output_scores = _output_scores(checked, cells, runs, course.patterns, execution)
+    if output_scores:
+        scores[OUTPUTS_SECTION] = output_scores
+    sections = [exercise_score(name, items) for name, items in scores.items()]
+    points = sum(s.points for s in sections)
+    most = sum(s.max_points for s in sections)
+    return SubmissionReport(
+        file=path.name,
+        status="graded",
+        solution=found.stem,
+        points=points,
+        max_points=most,
+        percent=round(100.0 * points / most, 1) if most else 0.0,
+        exercises=sections,
+        notices=notices,
+        sandbox=sandbox,
+        seconds=round(clock() - started, 2),
+    )
+
+
+def _cell_notices(cells: Sequence[NotebookNode], runs: Sequence[CellRun]) -> list[str]:
+    """What happened to the learner's own cells, when it matters for the score."""
+    notices = []
+    for number, (cell, run) in enumerate(zip(cells, runs, strict=False), start=1):
+        name = f"cell `{cell.get('id')}`" if cell.get("id") else f"code cell {number}"
+        if run.status is CellStatus.TIMEOUT:
+            notices.append(f"{name} did not finish within the time limit and was interrupted")
+        elif run.status is CellStatus.DEAD:
+            notices.append(
+                f"the kernel died while running {name} (os._exit, a crash or a resource "
+                "limit): later cells and the checks did not run"
+            )
+        elif run.status is CellStatus.ERROR:
+            what = "ran out of memory" if run.ename == "MemoryError" else "raised"
+            said = " ".join(f"{run.ename}: {run.evalue}".split())  # one line, whatever it holds
+            notices.append(outputs.plain(f"{name} {what}: {said}"[:300]))
+    return notices
+
+
+def _loader(exercise: ex.Exercise) -> str:
+    code = PROBE_SOURCE + "\n\n" + exercise.source()
+    # Builtins through the module: a learner's own `compile`, `exec` or `globals` must not
+    # break grading.
+    return (
+        f"import builtins as {_B}\n"
+        f"{_NS} = {_B}.globals().get({_NS!r}) or {{}}\n"
+        f"{_NS}[{exercise.id!r}] = {{'__name__': 'labkit_check_{exercise.id}'}}\n"
+        f"{_B}.exec({_B}.compile({code!r}, '<labkit check>', 'exec'), {_NS}[{exercise.id!r}])\n"
+    )
+
+
+def _public_cell(exercise: ex.Exercise) -> str:
+    return f"{_NS}[{exercise.id!r}]['public']({exercise.id!r}, {_B}.globals())\n"
+
+
+def _public_scores(
+    exercise_id: str, expected: Sequence[ex.PublicCheck], run: CellRun, execution: Execution
+) -> list[CheckScore]:
+    """One score per registered public check; one that did not report is "did not run"."""
+    found: dict[str, Any] = next(
+        (o["data"][PUBLIC_MIME] for o in run.outputs if PUBLIC_MIME in o.get("data", {})), {}
+    )
+    reported = {r.get("name"): r for r in found.get("results", []) if isinstance(r, dict)}
+    scores = []
+    for check in expected:
+        result = reported.get(check.name)
+        try:
+            outcome = Outcome(str(result["outcome"])) if result else Outcome.DID_NOT_RUN
+        except ValueError:
+            outcome = Outcome.DID_NOT_RUN
+        if outcome is Outcome.DID_NOT_RUN:
+            message = (
+                _not_run(run, execution)
+                if run.status is not CellStatus.OK
+                else ("did not run: the public checks reported nothing for it")
+            )
+        else:
+            message = str(result.get("message", "")) if result else ""
+        scores.append(
+            CheckScore(
+                name=f"{exercise_id}/public/{check.name}",
+                title=check.name,
+                hidden=False,
+                outcome=outcome,
+                points=check.points if outcome is Outcome.PASSED else 0.0,
+                max_points=check.points,
+                message=outputs.plain(message),
+            )
+        )
+    return scores
+
+
+def _check_cell(check: ex.HiddenCheck) -> str:
+    ns = f"{_NS}[{check.exercise!r}]"
+    key = f"{check.exercise}/{check.function}"
+    return f"{ns}['run']({ns}[{check.function!r}], {_B}.globals(), {key!r})\n"
+
+
+def _not_run(run: CellRun, execution: Execution) -> str:
+    if run.status is CellStatus.NOT_RUN:
+        return f"did not run: {execution.problem or 'an earlier cell stopped the kernel'}"
+    return _NOT_RUN.get(run.status, "did not run: the check reported nothing")
+
+
+def _hidden_score(check: ex.HiddenCheck, run: CellRun, execution: Execution) -> CheckScore:
+    result = next((o["data"][MIME] for o in run.outputs if MIME in o.get("data", {})), None)
+    if run.status is not CellStatus.OK or not isinstance(result, dict):
+        outcome, message = Outcome.DID_NOT_RUN, _not_run(run, execution)
+    else:
+        try:
+            outcome = Outcome(str(result.get("outcome")))
+            message = str(result.get("message", ""))
+        except ValueError:
+            outcome, message = Outcome.DID_NOT_RUN, "did not run: the check reported nothing"
+    return CheckScore(
+        name=f"{check.exercise}/{check.function}",
+        title=check.title,
+        hidden=True,
+        outcome=outcome,
+        points=check.points if outcome is Outcome.PASSED else 0.0,
+        max_points=check.points,
+        message=outputs.plain(message),
+    )
+
+
+def _output_scores(
+    checked: Sequence[outputs.Checked],
+    cells: Sequence[NotebookNode],
+    runs: Sequence[CellRun],
+    patterns: Sequence[tuple[str, str]],
+    execution: Execution,
+) -> list[CheckScore]:
+    # The last learner cell with the id counts (a duplicated cell overrides the first copy).
+    by_id = {str(c.get("id")): i for i, c in enumerate(cells) if c.get("id")}
+    scores = []
+    for ref in checked:
+        index = by_id.get(ref.cell_id)
+        if index is None:
+            outcome = Outcome.NOT_ATTEMPTED
+            message = f"cell `{ref.cell_id}` is missing (deleted, or no longer a code cell)"
+        elif runs[index].status in (CellStatus.OK, CellStatus.ERROR):
+            verdict = outputs.compare(ref.cell_id, ref.outputs, runs[index].outputs, patterns)
+            outcome = Outcome.PASSED if verdict is None else Outcome.INCORRECT
+            message = verdict or ""
+        else:
+            outcome, message = Outcome.DID_NOT_RUN, _not_run(runs[index], execution)
+        scores.append(
+            CheckScore(
+                name=f"{OUTPUTS_SECTION}/{ref.cell_id}",
+                title=f"output of cell `{ref.cell_id}`",
+                hidden=False,
+                outcome=outcome,
+                points=1.0 if outcome is Outcome.PASSED else 0.0,
+                max_points=1.0,
+                message=message,
+            )
+        )
+    return scores

@@ -1,0 +1,78 @@
+"""Hidden checks for ex3,
+`delete_note(conn, authorizer, principal, workspace_uri, note_id) -> bool`.
+
+The notes live in SQLite with the course's table (`labkit.course.fixtures`): `notes(id, uri,
+title)`; the connection is in autocommit
+mode, and `authorizer.roots(principal)` names the directories a principal may touch. A note
+whose stored workspace is not strictly inside the authorized workspace, or a principal whose
+authorization is gone, must get False and keep the note (or a PermissionError).
+Imports nothing from labkit (the kernel runs this source from a string).
+"""
+
+import sqlite3
+from typing import Any
+
+NOTES = "file:///work/notes"
+
+
+class Authorizer:
+    """labkit's authorizer contract: roots as tuples of decoded path segments."""
+
+    def __init__(self, roots: Any) -> None:
+        self._roots = tuple(tuple(s for s in root.split("/") if s) for root in roots)
+
+    def roots(self, principal: Any) -> Any:
+        return self._roots
+
+
+def _database(*rows: Any) -> Any:
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn.execute("CREATE TABLE notes (id TEXT PRIMARY KEY, uri TEXT, title TEXT)")
+    conn.executemany("INSERT INTO notes VALUES (?, ?, ?)", rows)
+    return conn
+
+
+def _refused(delete_note: Any, conn: Any, authorizer: Any, note_id: Any, what: Any) -> Any:
+    try:
+        result = delete_note(conn, authorizer, "alice", NOTES, note_id)
+    except PermissionError:
+        result = False
+    assert result is False, f"expected False for {what}, got {result!r}"
+    kept = conn.execute("SELECT 1 FROM notes WHERE id = ?", (note_id,)).fetchone()
+    assert kept is not None, f"expected the note kept for {what}, got it deleted"
+
+
+def encoded_traversal_in_table(delete_note: Any) -> Any:
+    conn = _database(("n1", "file:///work/notes/%2e%2e/private", "salaries"))
+    _refused(
+        delete_note, conn, Authorizer(["/work/notes"]), "n1", "a note stored at .../%2e%2e/private"
+    )
+
+
+def nul_in_table(delete_note: Any) -> Any:
+    conn = _database(("n1", "file:///work/notes/a%00b", "odd"))
+    _refused(delete_note, conn, Authorizer(["/work/notes"]), "n1", "a note stored at a %00 uri")
+
+
+def revoked_authorization(delete_note: Any) -> Any:
+    conn = _database(("n1", "file:///work/notes/q3", "TPS report"))
+    _refused(delete_note, conn, Authorizer([]), "n1", "a principal whose authorization was revoked")
+
+
+def own_note_deleted(delete_note: Any) -> Any:
+    conn = _database(("n1", "file:///work/notes/q3", "TPS report"))
+    result = delete_note(conn, Authorizer(["/work/notes"]), "alice", NOTES, "n1")
+    assert result is True, (
+        f"expected True for an authorized note inside the workspace, got {result!r}"
+    )
+    gone = conn.execute("SELECT 1 FROM notes WHERE id = 'n1'").fetchone() is None
+    assert gone, "expected the note deleted, got it still there"
+    assert not conn.in_transaction, "expected the transaction closed, got it left open"
+
+
+CHECKS = (
+    (encoded_traversal_in_table, 2, "an encoded traversal stored in the table is refused"),
+    (nul_in_table, 1, "a %00 workspace stored in the table is refused"),
+    (revoked_authorization, 2, "a revoked authorization is re-checked and refused"),
+    (own_note_deleted, 1, "an authorized note is deleted in one transaction"),
+)

@@ -1,0 +1,304 @@
+"""One confined kernel per submission, run cell by cell: `KernelRunner`.
+
+Owns: the grading kernelspec (argv starts with `labkit.grade.launcher`, which applies the
+limits and Landlock before ipykernel starts), the kernel's environment, and the run itself:
+nbclient with a per-cell timeout that interrupts the kernel, a total deadline, and a dead
+kernel turning every later cell into "did not run" (never "passed", nbgrader #427).
+
+The runner knows nothing about notebooks, solutions or checks: it takes a scratch directory
+(the kernel's working directory, the only place it may write) and a list of code strings,
+and returns one `CellRun` per string. The clock is injected.
+
+Must not import the report models, the hidden checks or nbval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import enum
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Final
+
+import landlockpy
+from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_client.manager import AsyncKernelManager
+from nbclient import NotebookClient
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbformat import NotebookNode
+from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+KERNEL_NAME: Final = "labkit-grade"
+TIMEOUT_ENAME: Final = "CellTimeout"
+PROBE_TIMEOUT: Final = 5
+MAX_OUTPUT: Final = 1_000_000  # characters of output kept per cell
+TRUNCATED: Final = "[the grader kept the first 1,000,000 characters of this cell's output]\n"
+STUCK: Final = "the kernel stayed busy after a cell timed out (the interrupt was ignored)"
+# nbclient logs every timeout and interrupt as an error; the grader reports them itself.
+_quiet = logging.getLogger("labkit.grade.nbclient")
+_quiet.addHandler(logging.NullHandler())
+_quiet.propagate = False
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one submission's kernel may use. Seconds, bytes and counts."""
+
+    cell_timeout: int = 10
+    total_timeout: float = 300.0
+    startup_timeout: float = 60.0
+    memory: int = 2 * 1024**3
+    cpu: int = 240
+    nproc: int = 256
+    fsize: int = 256 * 1024**2
+
+
+class CellStatus(enum.StrEnum):
+    OK = "ok"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    DEAD = "kernel died"
+    NOT_RUN = "did not run"
+
+
+@dataclass
+class CellRun:
+    status: CellStatus
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+    ename: str = ""
+    evalue: str = ""
+
+
+@dataclass
+class Execution:
+    """The cells' fate, in order; `problem` says why a run stopped early (or never started)."""
+
+    cells: list[CellRun]
+    started: bool
+    problem: str = ""
+
+
+def sandbox_mode(abi: Callable[[], int] = landlockpy.abi_version) -> str:
+    """Landlock wherever the kernel offers it; without it the kernel runs with limits only."""
+    return "required" if abi() >= 1 else "best_effort"
+
+
+def write_kernelspec(
+    directory: Path,
+    limits: Limits,
+    *,
+    python: str = sys.executable,
+    sandbox: str = "required",
+) -> Path:
+    """Write `directory/labkit-grade/kernel.json`; returns `directory` (a kernel_dirs entry)."""
+    argv = [python, "-P", "-m", "labkit.grade.launcher"]
+    argv += [f"--memory={limits.memory}", f"--cpu={limits.cpu}", f"--nproc={limits.nproc}"]
+    argv += [f"--fsize={limits.fsize}", f"--sandbox={sandbox}"]
+    # No history database: the hidden checks' source must not land in the scratch directory.
+    argv += ["--", "-f", "{connection_file}", "--HistoryManager.enabled=False"]
+    spec = {"argv": argv, "display_name": "labkit grading kernel", "language": "python"}
+    target = directory / KERNEL_NAME
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "kernel.json").write_text(json.dumps(spec, indent=1) + "\n", encoding="utf-8")
+    return directory
+
+
+def kernel_env() -> dict[str, str]:
+    """The kernel sees none of the grader's environment (tokens, credentials) beyond PATH."""
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "LANG": "C.UTF-8",
+        "PYTHONHASHSEED": "0",
+        "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+    }
+
+
+class _BoundedClient(NotebookClient):
+    """nbclient keeps every output in memory; a learner's `while True: print(...)` would
+    grow the grader, not the (limited) kernel. Past `MAX_OUTPUT` characters a cell's further
+    outputs are dropped and one line says so."""
+
+    def __init__(self, nb: NotebookNode, **kw: Any) -> None:
+        super().__init__(nb, **kw)
+        self.output_sizes: dict[int, int] = {}
+
+    def output(
+        self,
+        outs: list[NotebookNode],
+        msg: dict[str, Any],
+        display_id: str | None,
+        cell_index: int,
+    ) -> NotebookNode | None:
+        content = msg.get("content", {})
+        size = len(str(content.get("text", ""))) + sum(
+            len(str(v)) for v in (content.get("data") or {}).values()
+        )
+        seen = self.output_sizes.get(cell_index, 0)
+        self.output_sizes[cell_index] = seen + size
+        if seen + size <= MAX_OUTPUT:
+            return super().output(outs, msg, display_id, cell_index)
+        if seen <= MAX_OUTPUT:
+            note = new_output("stream", name="stderr", text=TRUNCATED)  # type: ignore[no-untyped-call]
+            outs.append(note)
+        return None
+
+
+class KernelRunner:
+    """Runs code strings in a fresh confined kernel per call."""
+
+    def __init__(
+        self,
+        spec_dir: Path,
+        limits: Limits,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.spec_dir = spec_dir
+        self.limits = limits
+        self.clock = clock
+
+    def run(self, scratch: Path, sources: Sequence[str]) -> Execution:
+        return asyncio.run(self._run(scratch, list(sources)))
+
+    def _manager(self, scratch: Path) -> AsyncKernelManager:
+        specs = KernelSpecManager(kernel_dirs=[str(self.spec_dir)], ensure_native_kernel=False)
+        # IPC sockets in the scratch directory: no TCP port, no firewall warning per start.
+        return AsyncKernelManager(
+            kernel_name=KERNEL_NAME,
+            kernel_spec_manager=specs,
+            transport="ipc",
+            ip=str(scratch / "kernel"),
+            connection_file=str(scratch / "kernel.json"),
+        )
+
+    async def _run(self, scratch: Path, sources: list[str]) -> Execution:
+        code = [new_code_cell(s) for s in sources]  # type: ignore[no-untyped-call]
+        nb = new_notebook(cells=code)  # type: ignore[no-untyped-call]
+        cells = [CellRun(CellStatus.NOT_RUN) for _ in sources]
+        replies: dict[int, dict[str, Any]] = {}
+
+        def on_executed(cell: NotebookNode, cell_index: int, execute_reply: Any) -> None:
+            replies[cell_index] = execute_reply.get("content", {}) if execute_reply else {}
+
+        client = _BoundedClient(
+            nb,
+            km=self._manager(scratch),
+            timeout=self.limits.cell_timeout,
+            startup_timeout=int(self.limits.startup_timeout),
+            interrupt_on_timeout=True,
+            error_on_timeout={"ename": TIMEOUT_ENAME, "evalue": "", "traceback": []},
+            allow_errors=True,
+            record_timing=False,
+            iopub_timeout=2,
+            shutdown_kernel="immediate",
+            on_cell_executed=on_executed,
+            log=_quiet,
+        )
+        deadline = self.clock() + self.limits.total_timeout
+        log_path = scratch.with_name(scratch.name + ".kernel.log")
+        try:
+            with open(log_path, "wb") as kernel_log:
+                return await self._execute(
+                    client, nb, cells, replies, scratch, deadline, kernel_log
+                )
+        except (RuntimeError, TimeoutError, OSError) as error:
+            started = any(c.status is not CellStatus.NOT_RUN for c in cells)
+            return Execution(
+                cells, started, f"the kernel could not run: {error}{_last_line(log_path)}"
+            )
+        finally:
+            # nbclient registers an exit hook per client and leaves it behind when the kernel
+            # fails to start; the run is over either way.
+            atexit.unregister(client._cleanup_kernel)
+            log_path.unlink(missing_ok=True)
+
+    async def _execute(
+        self,
+        client: NotebookClient,
+        nb: NotebookNode,
+        cells: list[CellRun],
+        replies: dict[int, dict[str, Any]],
+        scratch: Path,
+        deadline: float,
+        kernel_log: IO[bytes],
+    ) -> Execution:
+        # The kernel's own stderr (start-up failures) goes to a log beside the scratch copy.
+        async with client.async_setup_kernel(
+            cwd=str(scratch),
+            env=kernel_env(),
+            cleanup_kc=True,
+            stdout=subprocess.DEVNULL,
+            stderr=kernel_log,
+        ):
+            for index, cell in enumerate(nb.cells):
+                remaining = deadline - self.clock()
+                if remaining <= 0:
+                    return Execution(cells, True, "the total time limit was reached")
+                client.timeout = max(1, int(min(self.limits.cell_timeout, remaining)))
+                try:
+                    await client.async_execute_cell(cell, index)
+                except DeadKernelError:
+                    cells[index] = CellRun(CellStatus.DEAD, _plain(cell.outputs))
+                    return Execution(cells, True, "the kernel died")
+                except CellTimeoutError:
+                    cells[index] = CellRun(CellStatus.TIMEOUT, _plain(cell.outputs))
+                else:
+                    cells[index] = _cell_run(cell, replies.get(index, {}))
+                if cells[index].status is CellStatus.TIMEOUT:
+                    alive = await self._responsive(client, nb, replies, deadline)
+                    if not alive:
+                        return Execution(cells, True, STUCK)
+        return Execution(cells, True)
+
+    async def _responsive(
+        self,
+        client: NotebookClient,
+        nb: NotebookNode,
+        replies: dict[int, dict[str, Any]],
+        deadline: float,
+    ) -> bool:
+        """After a timeout: does the kernel answer a no-op, or is it still stuck in a loop that
+        swallowed the interrupt (`except KeyboardInterrupt: pass`)? Without this, every later
+        cell would wait out its own timeout behind the stuck one."""
+        probe = new_code_cell("pass")  # type: ignore[no-untyped-call]
+        nb.cells.append(probe)
+        index = len(nb.cells) - 1
+        client.timeout = max(1, int(min(PROBE_TIMEOUT, deadline - self.clock())))
+        try:
+            await client.async_execute_cell(probe, index)
+        except (DeadKernelError, CellTimeoutError):
+            return False
+        finally:
+            nb.cells.pop()
+        return replies.pop(index, {}).get("ename") != TIMEOUT_ENAME
+
+
+def _last_line(log: Path) -> str:
+    try:
+        lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return f" ({lines[-1]})" if lines else ""
+
+
+def _plain(outputs: Any) -> list[dict[str, Any]]:
+    return [dict(o) for o in outputs or []]
+
+
+def _cell_run(cell: NotebookNode, reply: dict[str, Any]) -> CellRun:
+    outputs = _plain(cell.outputs)
+    if reply.get("status") != "error":
+        return CellRun(CellStatus.OK, outputs)
+    if reply.get("ename") == TIMEOUT_ENAME:
+        return CellRun(CellStatus.TIMEOUT, outputs)
+    return CellRun(
+        CellStatus.ERROR, outputs, str(reply.get("ename", "")), str(reply.get("evalue", ""))
+    )

@@ -1,0 +1,228 @@
+"""The grading kernel's first instructions: limits, an unprivileged user, Landlock, then ipykernel.
+
+    python -m labkit.grade.launcher --memory BYTES --cpu SECONDS --nproc N --fsize BYTES
+        [--user UID] [--sandbox required|best_effort|off] -- -f CONNECTION_FILE ...
+
+Owns: what a learner's code may touch. The grader writes a kernelspec whose argv starts here
+(`kernel.kernelspec`); this module runs in the kernel process, before ipykernel and before any
+thread exists, and:
+
+1. sets resource limits (address space, CPU seconds, processes, file size, no core dumps), so
+   a 6 GB allocation becomes `MemoryError`, a CPU hog is killed, a fork bomb stops;
+2. when started as root, becomes `--user` (nobody) with no capability but read-search (the
+   kernel exempts uid 0 from the process-count limit whatever its capabilities; see `become`);
+3. applies Landlock: read-write on the scratch directory (the working directory) only;
+   read-only on the Python installation and a few system files, *except* `labkit/grade/`
+   (the hidden checks' source); no TCP; no signals or abstract sockets outside the kernel;
+4. replaces itself with ipykernel (same process, so the restrictions stay).
+
+Landlock cannot carve a hole in a granted tree, so a tree that holds `labkit/grade/` is granted
+piecewise: listing on the tree (names only), full reads on every sibling on the way down, and
+nothing on `labkit/grade/` itself (`readable_rules`).
+
+Must not import nbclient, pydantic, the report models or the hidden checks: it is the kernel's first
+code and everything it imports is loaded before the restriction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import resource
+import site
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Final
+
+import landlockpy
+from landlockpy import AccessFS, AccessNet, Scope
+
+from labkit.sandbox import READ_ONLY, SYSTEM_READ_ONLY, thread_count
+
+NOBODY: Final = 65534
+PROTECTED: Final = Path(__file__).resolve().parent  # labkit/grade: the hidden checks live here
+# Files a Python process reads through libc name lookups (getpass, pwd); none holds a secret.
+EXTRA_READ_ONLY: Final = ("/etc/passwd", "/etc/group")
+DEVICES_READ_WRITE: Final = ("/dev/null",)
+_PR_CAPBSET_DROP: Final = 24
+_PR_CAP_AMBIENT: Final = 47
+_PR_CAP_AMBIENT_CLEAR_ALL: Final = 4
+_PR_SET_KEEPCAPS: Final = 8
+_CAP_DAC_READ_SEARCH: Final = 2
+_LINUX_CAPABILITY_VERSION_3: Final = 0x20080522
+_FILE_RIGHTS: Final = (
+    AccessFS.EXECUTE | AccessFS.WRITE_FILE | AccessFS.READ_FILE | AccessFS.TRUNCATE
+)
+
+
+class LaunchError(RuntimeError):
+    """The kernel must not start: a limit or the required sandbox could not be applied."""
+
+
+def python_roots() -> list[Path]:
+    """Where the interpreter and its packages live (the labkit package too, for an editable
+    install outside site-packages), plus the system files a Python process reads."""
+    import labkit
+
+    candidates = [
+        sys.prefix,
+        sys.exec_prefix,
+        sys.base_prefix,
+        sys.base_exec_prefix,
+        *site.getsitepackages(),
+        os.path.dirname(os.path.abspath(labkit.__file__)),
+        *SYSTEM_READ_ONLY,
+        *EXTRA_READ_ONLY,
+    ]
+    return _distinct(Path(os.path.abspath(p)) for p in candidates if os.path.exists(p))
+
+
+def _distinct(paths: Iterable[Path]) -> list[Path]:
+    """Paths in order, without repeats and without those beneath another listed path."""
+    ordered = list(dict.fromkeys(paths))
+    return [p for p in ordered if not any(o != p and p.is_relative_to(o) for o in ordered)]
+
+
+def readable_rules(roots: Sequence[Path], protected: Path) -> list[tuple[Path, AccessFS]]:
+    """Read rules for `roots` that leave the files beneath `protected` unreadable."""
+    rules: list[tuple[Path, AccessFS]] = []
+    for root in roots:
+        if root == protected or root.is_relative_to(protected):
+            continue
+        if not protected.is_relative_to(root):
+            rules.append((root, READ_ONLY))
+            continue
+        rules.append((root, AccessFS.READ_DIR))  # names beneath root, not contents
+        current = root
+        for part in protected.relative_to(root).parts:
+            step = current / part
+            for child in sorted(current.iterdir()):
+                if child != step:
+                    rules.append((child, READ_ONLY))
+            current = step
+    return rules
+
+
+def set_limits(memory: int, cpu: int, nproc: int, fsize: int) -> None:
+    """`nproc` more tasks than the user already runs: the limit counts the user's tasks on the
+    whole machine (the other kernels of a batch run as the same user)."""
+    nproc += tasks_of(os.getuid())
+    for limit, value in (
+        (resource.RLIMIT_AS, memory),
+        (resource.RLIMIT_CPU, cpu),
+        (resource.RLIMIT_NPROC, nproc),
+        (resource.RLIMIT_FSIZE, fsize),
+        (resource.RLIMIT_CORE, 0),
+    ):
+        resource.setrlimit(limit, (value, value))
+
+
+def tasks_of(uid: int) -> int:
+    """Tasks (threads) the kernel counts against RLIMIT_NPROC for `uid`, machine-wide."""
+    count = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if os.stat(entry.path).st_uid == uid:
+                    count += len(os.listdir(os.path.join(entry.path, "task")))
+            except OSError:
+                continue  # the process ended while we looked
+    return count
+
+
+def become(uid: int, scratch: Path) -> None:
+    """From root to `uid`, keeping one capability: CAP_DAC_READ_SEARCH.
+
+    Why not stay root without capabilities: the kernel never applies RLIMIT_NPROC to uid 0
+    (fork() exempts the initial user outright), so a fork bomb would run free. Why keep
+    CAP_DAC_READ_SEARCH: the interpreter may live where only root can look (`/root/.pyenv`);
+    the capability bypasses read permissions only, and Landlock still decides every open,
+    open_by_handle_at included (it answers EACCES outside the granted paths). The scratch
+    tree is handed to `uid` so the learner's code can write there; the bounding set is
+    emptied so nothing is regained through exec (Landlock also sets no_new_privs)."""
+    for directory, dirs, files in os.walk(scratch):
+        os.chown(directory, uid, uid)
+        for name in (*dirs, *files):
+            os.chown(os.path.join(directory, name), uid, uid, follow_symlinks=False)
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in range(64):
+        if cap != _CAP_DAC_READ_SEARCH and libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            break  # EINVAL: past the last capability this kernel knows
+    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    libc.prctl(_PR_SET_KEEPCAPS, 1, 0, 0, 0)
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+    header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
+    keep = 1 << _CAP_DAC_READ_SEARCH
+    # Two 32-bit words of (effective, permitted, inheritable); the capability is in word 0.
+    data = (ctypes.c_uint32 * 6)(keep, keep, 0, 0, 0, 0)
+    if libc.capset(ctypes.byref(header), ctypes.byref(data)) != 0:
+        raise LaunchError(f"could not set capabilities: {os.strerror(ctypes.get_errno())}")
+
+
+def confine(scratch: Path, mode: str) -> str:
+    """Apply Landlock; returns what happened. Mode "required" raises when it cannot."""
+    abi = landlockpy.abi_version()
+    if mode == "off":
+        return "sandbox off"
+    if abi < 1 or thread_count() != 1:
+        reason = "Landlock unavailable" if abi < 1 else "threads already running"
+        if mode == "required":
+            raise LaunchError(f"sandbox required but not applied: {reason}")
+        return f"sandbox not applied: {reason}"
+    handled = landlockpy.fs_for_abi(abi)
+    net = landlockpy.net_for_abi(abi) & (AccessNet.BIND_TCP | AccessNet.CONNECT_TCP)
+    scoped = landlockpy.scope_for_abi(abi) & (Scope.ABSTRACT_UNIX_SOCKET | Scope.SIGNAL)
+    with landlockpy.Ruleset(handled_fs=handled, handled_net=net, scoped=scoped) as ruleset:
+        for path, access in readable_rules(python_roots(), PROTECTED):
+            _allow(ruleset, path, access)
+        for device in DEVICES_READ_WRITE:
+            _allow(ruleset, Path(device), AccessFS.READ_FILE | AccessFS.WRITE_FILE)
+        ruleset.allow_path(str(scratch), handled)
+        ruleset.restrict()
+    return f"Landlock ABI {abi}"
+
+
+def _allow(ruleset: landlockpy.Ruleset, path: Path, access: AccessFS) -> None:
+    if not path.exists():
+        return
+    ruleset.allow_path(str(path), access if path.is_dir() else access & _FILE_RIGHTS)
+
+
+def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
+    parser = argparse.ArgumentParser(prog="labkit.grade.launcher")
+    parser.add_argument("--memory", type=int, required=True)
+    parser.add_argument("--cpu", type=int, required=True)
+    parser.add_argument("--nproc", type=int, required=True)
+    parser.add_argument("--fsize", type=int, required=True)
+    parser.add_argument("--user", type=int, default=NOBODY, help="uid to become when root")
+    parser.add_argument("--sandbox", choices=("required", "best_effort", "off"), default="required")
+    split = list(argv).index("--") if "--" in argv else len(argv)
+    return parser.parse_args(list(argv[:split])), list(argv[split + 1 :])
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args, kernel_args = parse(sys.argv[1:] if argv is None else argv)
+    scratch = Path.cwd()
+    if os.geteuid() == 0:
+        become(args.user, scratch)
+    set_limits(args.memory, args.cpu, args.nproc, args.fsize)
+    # Everything IPython would write under $HOME goes to the scratch copy instead.
+    for name in ("HOME", "IPYTHONDIR", "JUPYTER_RUNTIME_DIR", "MPLCONFIGDIR", "TMPDIR"):
+        os.environ[name] = str(scratch)
+    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+    sys.dont_write_bytecode = True
+    confine(scratch, args.sandbox)
+    if sys.path and sys.path[0] in ("", str(scratch)):
+        del sys.path[0]  # as ipykernel_launcher does: the cwd is the learner's, not a package
+    from ipykernel import kernelapp
+
+    sys.argv = [sys.argv[0], *kernel_args]
+    kernelapp.launch_new_instance()
+
+
+if __name__ == "__main__":
+    main()

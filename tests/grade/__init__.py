@@ -1,0 +1,1 @@
+"""Grading tests: real kernels on synthetic solution notebooks."""

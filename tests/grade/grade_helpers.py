@@ -1,0 +1,77 @@
+"""Builders for grading tests and the grading bench: solution fixtures, learner copies made by
+`build.learner_copy`, solved and broken variants, and a configured runner.
+
+Owns nothing the grader uses: tests and `bench/bench_grade.py` import it (one module, not two
+copies of the same builders).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import nbformat
+from nbformat import NotebookNode
+from nbformat.v4 import new_code_cell
+
+from labkit.course import build
+
+FIXTURES = Path(__file__).parent / "fixtures" / "solutions"
+NAMES = ("paths", "replay")
+
+# ex1 keyed by nonce alone: races, transactions and missing notes are right (every public
+# check passes), per-principal nonces are not (a hidden check fails).
+NONCE_ONLY = """def claim_and_delete(conn, principal, nonce, note_id, expires_at):
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        seen = conn.execute("SELECT 1 FROM claims WHERE nonce = ?", (nonce,)).fetchone()
+        deleted = not seen and conn.execute("DELETE FROM notes WHERE id = ?", (note_id,)).rowcount
+        if not deleted:
+            conn.execute("ROLLBACK")
+            return False
+        conn.execute("INSERT INTO claims VALUES (?, ?, ?)", (principal, nonce, expires_at))
+        conn.execute("COMMIT")
+        return True
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise"""
+
+
+def solution(name: str) -> NotebookNode:
+    return build.read_notebook(FIXTURES / f"{name}.ipynb")
+
+
+def learner(name: str) -> NotebookNode:
+    return build.learner_copy(solution(name), name)
+
+
+def solved(name: str) -> NotebookNode:
+    """A learner copy whose answer cells hold the solution's code (a perfect hand-in)."""
+    nb = learner(name)
+    answers = {c.id: c.source for c in solution(name).cells if c.get("id")}
+    for cell in nb.cells:
+        if "answer" in cell.metadata.get("tags", []):
+            cell.source = answers[cell.id]
+    return nb
+
+
+def with_source(nb: NotebookNode, cell_id: str, source: str) -> NotebookNode:
+    nb = copy.deepcopy(nb)
+    next(c for c in nb.cells if c.get("id") == cell_id).source = source
+    return nb
+
+
+def with_cell(nb: NotebookNode, cell_id: str, source: str, after: str) -> NotebookNode:
+    nb = copy.deepcopy(nb)
+    cell = new_code_cell(source)
+    cell["id"] = cell_id
+    index = next(i for i, c in enumerate(nb.cells) if c.get("id") == after)
+    nb.cells.insert(index + 1, cell)
+    return nb
+
+
+def write(directory: Path, filename: str, nb: NotebookNode) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / filename
+    nbformat.write(nb, path)
+    return path

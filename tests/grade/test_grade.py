@@ -1,0 +1,270 @@
+"""`labkit grade` end to end: a batch of synthetic submissions through the CLI, with real kernels.
+
+One module-scoped batch (solutions, fresh copies, a partial answer, renamed and reshaped
+notebooks, an infinite loop, a 6 GB allocation, `os._exit`, a killed kernel, a corrupt file
+and a non-notebook) is graded with `--jobs 2`; each test reads what it wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+from nbformat.v4 import new_code_cell
+
+from grade.grade_helpers import FIXTURES, NONCE_ONLY, learner, solved, with_cell, with_source, write
+from labkit import cli
+from labkit.grade import report
+from labkit.grade.exercises import EXERCISES
+from labkit.grade.report import BatchReport, Outcome, SubmissionReport
+
+ANSI = re.compile(r"\x1b\[")
+Graded = tuple[int, Path, Path]
+
+
+def _reshaped() -> Any:
+    """Replay with a copied answer cell, a deleted cell, a retyped cell and an added cell."""
+    nb = solved("replay")
+    answer = next(c for c in nb.cells if c.get("id") == "ex1-answer")
+    copied = new_code_cell(answer.source, metadata={"tags": ["answer"]})
+    copied["id"] = "pasted-copy"
+    nb.cells.append(copied)
+    nb.cells = [c for c in nb.cells if c.get("id") != "address"]
+    intro = next(c for c in nb.cells if c.get("id") == "intro")
+    intro["cell_type"] = "code"
+    intro["outputs"], intro["execution_count"] = [], None
+    intro.source = "# a markdown cell turned into code"
+    return with_cell(nb, "scratch-work", "x = 41 + 1", after="ex1-answer")
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory: pytest.TempPathFactory) -> Graded:
+    subs = tmp_path_factory.mktemp("submissions")
+    out = tmp_path_factory.mktemp("grades")
+    for name in ("replay", "paths"):
+        write(subs / "solved", f"{name}.ipynb", solved(name))
+        write(subs / "fresh", f"{name}.ipynb", learner(name))
+    write(subs / "more", "partial.ipynb", with_source(solved("replay"), "ex1-answer", NONCE_ONLY))
+    write(subs / "more", "my-paths-final.ipynb", solved("paths"))
+    write(subs / "more", "reshaped.ipynb", _reshaped())
+    broken = {
+        "loop": "while True:\n    pass",
+        "memory": "big = bytearray(6 * 1024**3)",
+        "exit": "import os\nos._exit(1)",
+        "crash": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)",
+        "shadows": "compile = exec = globals = display = inspect = None",
+    }
+    for name, source in broken.items():
+        write(
+            subs / "more", f"{name}.ipynb", with_cell(solved("replay"), name, source, "ex1-answer")
+        )
+    (subs / "more" / "corrupt.ipynb").write_text('{"cells": [{"cell_type": "code", "sou')
+    (subs / "more" / "essay.txt").write_text("Dear grader,\n")
+    (subs / "more" / "data.ipynb").write_text('{"rows": [1, 2, 3]}')
+    junit = out / "junit.xml"
+    code = cli.main(
+        [
+            "grade",
+            str(subs / "solved"),
+            str(subs / "fresh"),
+            str(subs / "more"),
+            str(subs / "more" / "essay.txt"),
+            "--solutions",
+            str(FIXTURES),
+            "--out",
+            str(out),
+            "--junit",
+            str(junit),
+            "--jobs",
+            "2",
+            "--timeout",
+            "10",
+        ]
+    )
+    return code, out, junit
+
+
+def _batch(out: Path) -> BatchReport:
+    return BatchReport.model_validate_json((out / "batch.json").read_text())
+
+
+def _report(out: Path, stem: str) -> SubmissionReport:
+    return SubmissionReport.model_validate_json((out / f"{stem}.json").read_text())
+
+
+def _checks(sub: SubmissionReport, exercise: str) -> dict[str, Outcome]:
+    section = next(e for e in sub.exercises if e.id == exercise)
+    return {c.name: c.outcome for c in section.checks}
+
+
+def test_exit_code_is_non_zero_when_a_file_could_not_be_graded(
+    graded: Graded,
+) -> None:
+    code, out, _ = graded
+    batch = _batch(out)
+    assert code == 1
+    errors = {s.file: s.error for s in batch.submissions if s.status == "error"}
+    assert set(errors) == {"corrupt.ipynb", "essay.txt", "data.ipynb"}
+    assert "corrupt" in errors["corrupt.ipynb"] and "corrupt.ipynb" in errors["corrupt.ipynb"]
+    assert "not a notebook" in errors["essay.txt"] and "essay.txt" in errors["essay.txt"]
+    assert "not a notebook" in errors["data.ipynb"]
+    assert batch.graded == len(batch.submissions) - 3  # the rest graded normally
+
+
+def test_solutions_score_full_marks(graded: Graded) -> None:
+    _, out, _ = graded
+    solved_reports = [
+        s for s in _batch(out).submissions if s.status == "graded" and s.percent == 100
+    ]
+    files = {s.file for s in solved_reports}
+    assert {"replay.ipynb", "paths.ipynb", "my-paths-final.ipynb"} <= files
+    for sub in solved_reports:
+        assert all(c.outcome is Outcome.PASSED for e in sub.exercises for c in e.checks)
+
+
+def test_fresh_learner_copies_score_zero_on_the_exercises(graded: Graded) -> None:
+    _, out, _ = graded
+    fresh = [
+        s
+        for s in _batch(out).submissions
+        if s.percent < 100 and s.file in ("replay.ipynb", "paths.ipynb")
+    ]
+    assert len(fresh) == 2
+    for sub in fresh:
+        for exercise in sub.exercises:
+            if exercise.id in EXERCISES:
+                assert exercise.points == 0
+                assert {c.outcome for c in exercise.checks} <= {
+                    Outcome.NOT_ATTEMPTED,
+                    Outcome.INCORRECT,
+                }
+
+
+def test_partial_submission_gets_exactly_its_partial_score(graded: Graded) -> None:
+    _, out, _ = graded
+    sub = _report(out, "partial")
+    ex1 = next(e for e in sub.exercises if e.id == "ex1")
+    hidden = {c.name: c.outcome for c in ex1.checks if c.hidden}
+    assert hidden == {
+        "ex1/racing_claims": Outcome.PASSED,
+        "ex1/nonces_per_principal": Outcome.INCORRECT,
+        "ex1/transaction_closed": Outcome.PASSED,
+    }
+    # The course's public checks all pass: the flaw is one only a hidden check sees.
+    public = [c for c in ex1.checks if not c.hidden]
+    assert public  # labkit.course.checks is present: its public checks run at grading
+    assert all(c.outcome is Outcome.PASSED for c in public)
+    public_points = sum(c.max_points for c in public)
+    assert (ex1.points, ex1.max_points) == (4.0 + public_points, 5.0 + public_points)
+    assert (sub.points, sub.max_points) == (6.0 + public_points, 7.0 + public_points)
+
+
+def test_renamed_notebook_is_matched_by_its_metadata(graded: Graded) -> None:
+    _, out, _ = graded
+    sub = _report(out, "my-paths-final")
+    assert sub.solution == "paths" and sub.percent == 100
+    assert any("matched by its metadata" in n for n in sub.notices)
+
+
+def test_changed_cells_are_named_in_the_feedback(graded: Graded) -> None:
+    _, out, _ = graded
+    text = (out / "reshaped.feedback.txt").read_text()
+    assert "copy of an answer cell" in text
+    assert "cell `address` was deleted" in text
+    assert "cell `intro` was changed from markdown to code" in text
+    assert "was added" in text
+    assert _checks(_report(out, "reshaped"), "ex1")["ex1/racing_claims"] is Outcome.PASSED
+
+
+def test_a_loop_a_memory_bomb_and_shadowed_builtins_do_not_stop_grading(
+    graded: Graded,
+) -> None:
+    _, out, _ = graded
+    loop, memory = _report(out, "loop"), _report(out, "memory")
+    assert any("did not finish within the time limit" in n for n in loop.notices)
+    assert any("ran out of memory: MemoryError" in n for n in memory.notices)
+    for sub in (loop, memory, _report(out, "shadows")):
+        assert set(_checks(sub, "ex1").values()) == {Outcome.PASSED}
+
+
+@pytest.mark.parametrize("stem", ["exit", "crash"])
+def test_a_dead_kernel_fails_the_rest_as_did_not_run(graded: Graded, stem: str) -> None:
+    _, out, _ = graded
+    sub = _report(out, stem)
+    assert sub.status == "graded" and sub.points == 0
+    outcomes = {c.outcome for e in sub.exercises for c in e.checks}
+    assert outcomes == {Outcome.DID_NOT_RUN}
+    assert any("the kernel died" in n for n in sub.notices)
+    text = (out / f"{stem}.feedback.txt").read_text()
+    assert "did not run" in text and "All checks passed" not in text
+
+
+def test_feedback_has_no_ansi_no_hidden_source_and_no_false_all_passed(
+    graded: Graded,
+) -> None:
+    _, out, junit = graded
+    secrets = ["def racing_claims", "os.fork", "_race(", "__labkit_checks__", "CHECKS ="]
+    for path in [*out.iterdir(), junit]:
+        text = path.read_text()
+        assert not ANSI.search(text), path.name
+        for secret in secrets:
+            assert secret not in text, (path.name, secret)
+    for sub in _batch(out).submissions:
+        feedback = report.feedback(sub)
+        hidden_failed = any(
+            c.hidden and c.outcome is not Outcome.PASSED for e in sub.exercises for c in e.checks
+        )
+        if hidden_failed:
+            assert "all" not in feedback.lower().split("passed")[0][-20:]
+            assert "All checks passed" not in feedback
+
+
+def test_reports_validate_and_junit_has_one_testcase_per_check(
+    graded: Graded,
+) -> None:
+    _, out, junit = graded
+    batch = _batch(out)
+    assert batch.schema_version == report.SCHEMA_VERSION
+    for sub in batch.submissions:
+        assert SubmissionReport.model_validate(json.loads(sub.model_dump_json())) == sub
+    root = ET.parse(junit).getroot()
+    suites = {s.get("name"): s for s in root.iter("testsuite")}
+    partial = _report(out, "partial")
+    cases = suites["partial.ipynb"].findall("testcase")
+    assert len(cases) == sum(len(e.checks) for e in partial.exercises)
+    failed = [c for c in cases if c.find("failure") is not None]
+    assert len(failed) == 1 and "expected True when bob" in (
+        failed[0].find("failure").get("message") or ""
+    )
+    assert suites["corrupt.ipynb"].find("testcase/error") is not None
+
+
+def test_class_view_opens_offline(graded: Graded) -> None:
+    _, out, _ = graded
+    page = (out / "class.html").read_text()
+    assert "<svg" in page and "Checks most often failed" in page
+    assert not re.search(r"<(script|link)[^>]*(src|href)=[\"']?https?:", page, re.I)
+    assert "http://" not in page and "https://" not in page
+    assert "nonces are per principal" in page  # a check the class failed
+
+
+def test_fail_under(tmp_path: Path) -> None:
+    write(tmp_path / "subs", "replay.ipynb", solved("replay"))
+    args = [
+        "grade",
+        str(tmp_path / "subs"),
+        "--solutions",
+        str(FIXTURES),
+        "--out",
+        str(tmp_path / "o"),
+    ]
+    assert cli.main(args) == 0
+    write(
+        tmp_path / "subs", "partial.ipynb", with_source(solved("replay"), "ex1-answer", NONCE_ONLY)
+    )
+    assert cli.main([*args, "--fail-under", "95"]) == 1  # 6/7, or 11/12 with public checks
+    assert cli.main([*args, "--fail-under", "80"]) == 0
