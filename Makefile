@@ -25,7 +25,7 @@ unit: $(STAMP)
 
 # The official MCP conformance suite (npm, pinned in the runner) against
 # `labkit serve --profile conformance`; installed into the ignored .conformance/ folder.
-CONFORMANCE_ERAS ?= 2026-07-28
+CONFORMANCE_ERAS ?= 2026-07-28 2025-11-25
 
 conformance: $(STAMP)
 	$(BIN)/python tests/conformance/run.py $(foreach era,$(CONFORMANCE_ERAS),--requirements $(era))

@@ -35,6 +35,7 @@ from labkit.server import (
     progress_token,
 )
 from labkit.state import Binding, InvalidState, KeyRing, StateSigner, digest
+from labkit.wire import LOG_LEVELS, META_LOG_LEVEL
 
 log = logging.getLogger("labkit.conformance")
 
@@ -177,20 +178,6 @@ class ProgressTool:
         return complete_call(text(f"Progress reported for token {token!r}"))
 
 
-# RFC 5424 severities, least severe first (the order of MCP's LoggingLevel).
-LOG_LEVELS: Final = (
-    "debug",
-    "info",
-    "notice",
-    "warning",
-    "error",
-    "critical",
-    "alert",
-    "emergency",
-)
-META_LOG_LEVEL: Final = "io.modelcontextprotocol/logLevel"
-
-
 class LoggingTool:
     """`test_logging_tool`: logs one `info` message on the request's stream, only when the
     request asked for messages at `info` or below through `_meta[".../logLevel"]`. Without
@@ -214,6 +201,32 @@ class LoggingTool:
                 {"level": "info", "logger": "labkit.conformance", "data": "Logging evaluated"},
             )
         return complete_call(text("Logging evaluated"))
+
+
+class LoggingSequenceTool:
+    """`test_tool_with_logging` (2025-11-25 `tools-call-with-logging`): three `info` messages,
+    under the same `_meta` level rule as `LoggingTool`. The reference spaces them 50 ms apart;
+    the suite counts them only."""
+
+    name = "test_tool_with_logging"
+    MESSAGES: Final = ("Tool execution started", "Tool processing data", "Tool execution completed")
+
+    def descriptor(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": "Tests tool that sends log messages during execution",
+            "inputSchema": EMPTY_SCHEMA,
+        }
+
+    def call(self, request: Request, arguments: dict[str, Any]) -> dict[str, Any]:
+        wanted = request.meta.get(META_LOG_LEVEL)
+        if wanted in LOG_LEVELS and LOG_LEVELS.index(wanted) <= LOG_LEVELS.index("info"):
+            for message in self.MESSAGES:
+                request.context.emit(
+                    "notifications/message",
+                    {"level": "info", "logger": "labkit.conformance", "data": message},
+                )
+        return complete_call(text("Logging completed"))
 
 
 # -- input_required: asks, rounds and the engine -----------------------------------------------
@@ -434,6 +447,189 @@ class FlowTool:
         return self.runner.run(request, arguments)
 
 
+class ArgumentAskTool:
+    """A one-round `input_required` tool whose single ask is built from its arguments (the
+    2025-11-25 `test_sampling`, `test_elicitation` and SEP-1034/SEP-1330 fixtures). It keeps
+    nothing between calls, so it issues no requestState; the legacy adapter turns its ask into
+    a live request. A client without the ask's capability gets -32021."""
+
+    KEY: Final = "answer"
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        input_schema: dict[str, Any],
+        ask: Callable[[Mapping[str, Any]], Ask],
+        finish: Callable[[dict[str, Any]], str],
+    ) -> None:
+        self.name = name
+        self.description = description
+        self.input_schema = input_schema
+        self.ask = ask
+        self.finish = finish
+
+    def descriptor(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "inputSchema": json.loads(json.dumps(self.input_schema)),
+        }
+
+    def call(self, request: Request, arguments: dict[str, Any]) -> dict[str, Any]:
+        ask = self.ask(arguments)
+        capability = CAPABILITY_OF[ask.method]
+        if capability not in request.capabilities:
+            raise ProtocolError(
+                MISSING_CAPABILITY,
+                f"this request needs the client capabilities {[capability]}",
+                {"requiredCapabilities": {capability: {}}},
+            )
+        if "requestState" in request.params:
+            raise ProtocolError(INVALID_PARAMS, STATE_ERROR)  # this tool never issues one
+        responses = request.params.get("inputResponses", {})
+        if not isinstance(responses, dict):
+            raise ProtocolError(INVALID_PARAMS, "inputResponses must be an object")
+        answer = responses.get(self.KEY)
+        if answer is None:
+            return {"resultType": "input_required", "inputRequests": {self.KEY: ask.wire()}}
+        if not isinstance(answer, dict):
+            raise _bad_answer(ask, "an object")
+        return complete_call(text(self.finish(answer)))
+
+
+def _string_argument(arguments: Mapping[str, Any], name: str) -> str:
+    value = arguments.get(name)
+    if not isinstance(value, str):
+        raise ProtocolError(INVALID_PARAMS, f"arguments.{name} must be a string")
+    return value
+
+
+def _one_string_schema(name: str, about: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {name: {"type": "string", "description": about}},
+        "required": [name],
+    }
+
+
+def _elicitation_summary(answer: dict[str, Any]) -> str:
+    action = answer.get("action")
+    if action not in ("accept", "decline", "cancel"):
+        raise ProtocolError(INVALID_PARAMS, "inputResponses.answer must be an elicitation result")
+    content = json.dumps(answer.get("content", {}), sort_keys=True)
+    return f"Elicitation completed: action={action}, content={content}"
+
+
+def _sampled_text(answer: dict[str, Any]) -> str:
+    return str(_sampling_answer(Ask(ArgumentAskTool.KEY, "sampling/createMessage", {}), answer))
+
+
+def _ask_elicitation(message: str, schema: dict[str, Any]) -> Ask:
+    return Ask(
+        ArgumentAskTool.KEY,
+        "elicitation/create",
+        {"mode": "form", "message": message, "requestedSchema": schema},
+    )
+
+
+ELICITATION_SCHEMA: Final = {
+    "type": "object",
+    "properties": {
+        "username": {"type": "string", "description": "User's response"},
+        "email": {"type": "string", "description": "User's email address"},
+    },
+    "required": ["username", "email"],
+}
+# SEP-1034: a default for every primitive type.
+DEFAULTS_SCHEMA: Final = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "default": "John Doe"},
+        "age": {"type": "integer", "default": 30},
+        "score": {"type": "number", "default": 95.5},
+        "status": {
+            "type": "string",
+            "enum": ["active", "inactive", "pending"],
+            "default": "active",
+        },
+        "verified": {"type": "boolean", "default": True},
+    },
+}
+# SEP-1330: the five enum shapes.
+ENUMS_SCHEMA: Final = {
+    "type": "object",
+    "properties": {
+        "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
+        "titledSingle": {
+            "type": "string",
+            "oneOf": [
+                {"const": "value1", "title": "First Option"},
+                {"const": "value2", "title": "Second Option"},
+                {"const": "value3", "title": "Third Option"},
+            ],
+        },
+        "legacyEnum": {
+            "type": "string",
+            "enum": ["opt1", "opt2", "opt3"],
+            "enumNames": ["Option One", "Option Two", "Option Three"],
+        },
+        "untitledMulti": {
+            "type": "array",
+            "items": {"type": "string", "enum": ["option1", "option2", "option3"]},
+        },
+        "titledMulti": {
+            "type": "array",
+            "items": {
+                "anyOf": [
+                    {"const": "value1", "title": "First Choice"},
+                    {"const": "value2", "title": "Second Choice"},
+                    {"const": "value3", "title": "Third Choice"},
+                ]
+            },
+        },
+    },
+}
+
+
+def legacy_fixture_tools() -> list[Tool]:
+    """The 2025-11-25 scenarios' live-request tools, as modern `input_required` tools."""
+    return [
+        ArgumentAskTool(
+            "test_sampling",
+            "Tests server-initiated sampling (LLM completion request)",
+            _one_string_schema("prompt", "The prompt to send to the LLM"),
+            lambda args: ask_sampling(ArgumentAskTool.KEY, _string_argument(args, "prompt"), 100),
+            lambda answer: f"LLM response: {_sampled_text(answer)}",
+        ),
+        ArgumentAskTool(
+            "test_elicitation",
+            "Tests server-initiated elicitation (user input request)",
+            _one_string_schema("message", "The message to show the user"),
+            lambda args: _ask_elicitation(_string_argument(args, "message"), ELICITATION_SCHEMA),
+            lambda answer: "User response: " + _elicitation_summary(answer),
+        ),
+        ArgumentAskTool(
+            "test_elicitation_sep1034_defaults",
+            "Tests elicitation with default values for every primitive type (SEP-1034)",
+            EMPTY_SCHEMA,
+            lambda args: _ask_elicitation(
+                "Please review and update the form fields with defaults", DEFAULTS_SCHEMA
+            ),
+            _elicitation_summary,
+        ),
+        ArgumentAskTool(
+            "test_elicitation_sep1330_enums",
+            "Tests elicitation with the enum schema variants (SEP-1330)",
+            EMPTY_SCHEMA,
+            lambda args: _ask_elicitation(
+                "Please select options from the enum fields", ENUMS_SCHEMA
+            ),
+            _elicitation_summary,
+        ),
+    ]
+
+
 # -- prompts ----------------------------------------------------------------------------------
 
 
@@ -620,6 +816,7 @@ def fixture_tools(signer: StateSigner) -> list[Tool]:
         ProgressTool(),
         SchemaTool(),
         LoggingTool(),
+        LoggingSequenceTool(),
         FlowTool(
             "test_missing_capability",
             "Test tool requiring sampling",
@@ -751,7 +948,7 @@ def fixture_tools(signer: StateSigner) -> list[Tool]:
             signer,
         ),
     ]
-    return tools
+    return [*tools, *legacy_fixture_tools()]
 
 
 def fixture_prompts(signer: StateSigner) -> list[Prompt]:

@@ -26,12 +26,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
-from labkit.errors import INVALID_REQUEST, SERVER_BUSY, ProtocolError
+from labkit.errors import INVALID_PARAMS, INVALID_REQUEST, SERVER_BUSY, ProtocolError
 from labkit.server import RequestContext, Server
 from labkit.wire import (
     LEGACY_PROTOCOL_VERSION,
+    LOG_LEVELS,
     META_CAPABILITIES,
     META_CLIENT_INFO,
+    META_LOG_LEVEL,
     META_VERSION,
     PROTOCOL_VERSION,
     RequestId,
@@ -119,6 +121,11 @@ class LegacySession:
     client_info: dict[str, Any] | None = None
     session_id: str | None = None
     initialized: bool = False
+    # Set by `logging/setLevel`; every later modern request carries it in `_meta`.
+    log_level: str | None = None
+    # URIs from `resources/subscribe`. Resources here never change, so no update is ever due;
+    # the set exists so unsubscribe means something.
+    subscriptions: set[str] = field(default_factory=set)
     new_elicitation_id: Callable[[], str] = _elicitation_id
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
@@ -139,6 +146,8 @@ class LegacySession:
         meta[META_CAPABILITIES] = dict(self.capabilities)
         if self.client_info is not None:
             meta[META_CLIENT_INFO] = self.client_info
+        if self.log_level is not None:
+            meta.setdefault(META_LOG_LEVEL, self.log_level)
         params["_meta"] = meta
         method = message.get("method")
         return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
@@ -159,13 +168,56 @@ class LegacySession:
             return error_response(
                 request_id, ProtocolError(INVALID_REQUEST, "Invalid Request: already initialized")
             )
-        if method == "ping":
-            return result_response(request_id, {})
+        local = _SESSION_METHODS.get(method) if isinstance(method, str) else None
+        if local is not None:
+            try:
+                return result_response(request_id, local(self, message.get("params")))
+            except ProtocolError as exc:
+                return error_response(request_id, exc)
         response = self.server.handle(self.modern(message, request_id), self.context)
         return None if response is None else to_legacy_response(response)
 
     def call(self, message: dict[str, Any]) -> LegacyCall:
         return LegacyCall(self, message)
+
+
+def _ping(session: LegacySession, params: Any) -> dict[str, Any]:
+    return {}
+
+
+def _set_level(session: LegacySession, params: Any) -> dict[str, Any]:
+    level = params.get("level") if isinstance(params, dict) else None
+    if level not in LOG_LEVELS:
+        raise ProtocolError(INVALID_PARAMS, f"params.level must be one of {list(LOG_LEVELS)}")
+    session.log_level = level
+    return {}
+
+
+def _subscription_uri(params: Any) -> str:
+    uri = params.get("uri") if isinstance(params, dict) else None
+    if not isinstance(uri, str) or not uri:
+        raise ProtocolError(INVALID_PARAMS, "params.uri must be a non-empty string")
+    return uri
+
+
+def _subscribe(session: LegacySession, params: Any) -> dict[str, Any]:
+    session.subscriptions.add(_subscription_uri(params))
+    return {}
+
+
+def _unsubscribe(session: LegacySession, params: Any) -> dict[str, Any]:
+    session.subscriptions.discard(_subscription_uri(params))
+    return {}
+
+
+# Methods that exist only at 2025-11-25 and live in the session: the modern handler keeps
+# answering -32601 for them to 2026-07-28 clients.
+_SESSION_METHODS: Final[Mapping[str, Callable[[LegacySession, Any], dict[str, Any]]]] = {
+    "ping": _ping,
+    "logging/setLevel": _set_level,
+    "resources/subscribe": _subscribe,
+    "resources/unsubscribe": _unsubscribe,
+}
 
 
 def is_response(message: Any) -> bool:

@@ -22,6 +22,20 @@ META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
 META_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
 META_CLIENT_INFO: Final = "io.modelcontextprotocol/clientInfo"
 META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
+# The least severe `notifications/message` level a request wants (2026-07-28; a 2025-11-25
+# session sets it once with `logging/setLevel`).
+META_LOG_LEVEL: Final = "io.modelcontextprotocol/logLevel"
+# RFC 5424 severities, least severe first (the order of MCP's LoggingLevel).
+LOG_LEVELS: Final = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
 
 RequestId = str | int
 
