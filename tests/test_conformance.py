@@ -52,9 +52,10 @@ def call(
     state: Any = MISSING,
     principal: str = "alice",
     meta: dict[str, Any] | None = None,
+    arguments: dict[str, Any] | None = None,
     **context: Any,
 ) -> dict[str, Any]:
-    params: dict[str, Any] = {"name": name, "arguments": {}}
+    params: dict[str, Any] = {"name": name, "arguments": arguments or {}}
     if responses is not MISSING:
         params["inputResponses"] = responses
     if state is not MISSING:
@@ -105,7 +106,7 @@ def test_every_tool_and_prompt_has_a_description_and_the_lesson_tool_is_one_of_t
 ) -> None:
     tools = result_of(checked(server, request(1, "tools/list")))["tools"]
     names = [tool["name"] for tool in tools]
-    assert names == sorted(names) and "notes_delete" in names and len(names) == 20
+    assert names == sorted(names) and "notes_delete" in names and len(names) == 25
     assert all(tool["description"] and tool["inputSchema"]["type"] == "object" for tool in tools)
     prompts = result_of(checked(server, request(2, "prompts/list")))["prompts"]
     assert [p["name"] for p in prompts] == [
@@ -529,3 +530,98 @@ def test_completion_of_prompt_arguments(server: Server) -> None:
 def test_the_anonymous_authenticator_names_one_principal() -> None:
     assert AnonymousAuthenticator().authenticate(None) == "conformance"
     assert AnonymousAuthenticator("p").authenticate("Bearer x") == "p"
+
+
+# -- the 2025-11-25 scenarios' fixtures ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("level", "count"), [(MISSING, 0), ("debug", 3), ("info", 3), ("error", 0)]
+)
+def test_logging_sequence_sends_three_info_messages_at_the_asked_level(
+    server: Server, level: Any, count: int
+) -> None:
+    seen: list[dict[str, Any]] = []
+    meta = {} if level is MISSING else {"io.modelcontextprotocol/logLevel": level}
+    response = call(server, "test_tool_with_logging", meta=meta, notify=seen.append)
+    assert text_of(response) == "Logging completed"
+    assert len(seen) == count
+    for notification in seen:
+        v.LoggingMessageNotification.model_validate(notification, strict=True)
+        assert notification["params"]["level"] == "info"
+
+
+def test_sampling_fixture_asks_with_the_prompt_and_answers_with_the_sample(
+    server: Server,
+) -> None:
+    first = call(server, "test_sampling", arguments={"prompt": "Say hi"})
+    ask = result_of(first)["inputRequests"]["answer"]
+    assert ask == {
+        "method": "sampling/createMessage",
+        "params": {
+            "messages": [{"role": "user", "content": {"type": "text", "text": "Say hi"}}],
+            "maxTokens": 100,
+        },
+    }
+    assert "requestState" not in result_of(first)
+    done = call(
+        server, "test_sampling", arguments={"prompt": "Say hi"}, responses={"answer": SAMPLED}
+    )
+    assert text_of(done) == "LLM response: Paris"
+
+
+def test_sampling_fixture_needs_the_capability_and_a_prompt(server: Server) -> None:
+    missing = error_of(call(server, "test_sampling", caps={}, arguments={"prompt": "p"}))
+    assert missing["code"] == -32021
+    assert missing["data"] == {"requiredCapabilities": {"sampling": {}}}
+    assert error_of(call(server, "test_sampling", arguments={}))["code"] == -32602
+    stated = call(server, "test_sampling", arguments={"prompt": "p"}, state="forged")
+    assert error_of(stated)["message"] == STATE_ERROR
+
+
+def test_elicitation_fixture_asks_the_message_and_reports_the_answer(server: Server) -> None:
+    args = {"message": "Who are you?"}
+    ask = result_of(call(server, "test_elicitation", arguments=args))["inputRequests"]["answer"]
+    assert ask["method"] == "elicitation/create"
+    assert ask["params"]["message"] == "Who are you?"
+    assert ask["params"]["requestedSchema"]["required"] == ["username", "email"]
+    done = call(
+        server,
+        "test_elicitation",
+        arguments=args,
+        responses={"answer": accept(username="u", email="e@x")},
+    )
+    assert text_of(done) == (
+        'User response: Elicitation completed: action=accept, content={"email": "e@x", '
+        '"username": "u"}'
+    )
+    bad = call(server, "test_elicitation", arguments=args, responses={"answer": {"x": 1}})
+    assert error_of(bad)["code"] == -32602
+
+
+def test_sep1034_fixture_has_a_default_for_every_primitive(server: Server) -> None:
+    first = call(server, "test_elicitation_sep1034_defaults")
+    props = result_of(first)["inputRequests"]["answer"]["params"]["requestedSchema"]["properties"]
+    assert {name: (p["type"], p["default"]) for name, p in props.items()} == {
+        "name": ("string", "John Doe"),
+        "age": ("integer", 30),
+        "score": ("number", 95.5),
+        "status": ("string", "active"),
+        "verified": ("boolean", True),
+    }
+    assert props["status"]["default"] in props["status"]["enum"]
+    done = call(
+        server, "test_elicitation_sep1034_defaults", responses={"answer": {"action": "decline"}}
+    )
+    assert text_of(done) == "Elicitation completed: action=decline, content={}"
+
+
+def test_sep1330_fixture_asks_all_five_enum_shapes(server: Server) -> None:
+    first = call(server, "test_elicitation_sep1330_enums")
+    props = result_of(first)["inputRequests"]["answer"]["params"]["requestedSchema"]["properties"]
+    assert "oneOf" not in props["untitledSingle"] and props["untitledSingle"]["enum"]
+    assert all({"const", "title"} <= set(o) for o in props["titledSingle"]["oneOf"])
+    legacy_enum = props["legacyEnum"]
+    assert len(legacy_enum["enumNames"]) == len(legacy_enum["enum"]) == 3
+    assert props["untitledMulti"]["items"]["enum"] and props["untitledMulti"]["type"] == "array"
+    assert all({"const", "title"} <= set(o) for o in props["titledMulti"]["items"]["anyOf"])

@@ -39,6 +39,7 @@ from labkit.server import Request, RequestContext, Server
 from labkit.transports.http import create_app
 from labkit.transports.legacy_http import LegacyHttp
 from labkit.transports.stdio import StdioTransport
+from labkit.wire import result_response
 
 LEGACY_CAPS = {"elicitation": {"form": {}, "url": {}}, "roots": {"listChanged": True}}
 ALICE = RequestContext(principal="alice", transport="test")
@@ -693,3 +694,71 @@ def test_http_one_principal_cannot_fill_the_session_table() -> None:
             assert post(e, initialize_message()).status_code == 200
         assert post(e, initialize_message(), "demo-mallory").status_code == 200
         assert sorted(sessions.sessions) == ["s4", "s5", "s6"], "alice's oldest went, not mallory's"
+
+
+# -- legacy-only session methods ----------------------------------------------------------------
+
+
+def _request(id: Any, method: str, params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id, "method": method, "params": params}
+
+
+def test_set_level_is_remembered_and_travels_in_every_later_modern_request() -> None:
+    tool = Recorder([])
+    session = open_session(Server([tool]))
+    assert session.answer(_request(1, "logging/setLevel", {"level": "debug"})) == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "result": {},
+    }
+    step = session.call(legacy_call(2, "probe", {})).start()
+    assert step.result is not None and "result" in step.result
+    assert tool.seen[0].meta["io.modelcontextprotocol/logLevel"] == "debug"
+
+
+@pytest.mark.parametrize("params", [{"level": "loud"}, {}, None, ["debug"]])
+def test_set_level_refuses_an_unknown_level(params: Any) -> None:
+    session = open_session(Server([Recorder([])]))
+    response = session.answer(_request(1, "logging/setLevel", params))
+    assert response is not None and response["error"]["code"] == -32602
+    assert session.log_level is None
+
+
+def test_no_level_set_means_no_level_in_meta() -> None:
+    tool = Recorder([])
+    session = open_session(Server([tool]))
+    session.call(legacy_call(1, "probe", {})).start()
+    assert "io.modelcontextprotocol/logLevel" not in tool.seen[0].meta
+
+
+def test_subscribe_and_unsubscribe_are_session_methods_the_modern_side_lacks() -> None:
+    server = Server([Recorder([])])
+    session = open_session(server)
+    uri = {"uri": "test://watched-resource"}
+    assert session.answer(_request(1, "resources/subscribe", uri)) == result_response(1, {})
+    assert session.subscriptions == {"test://watched-resource"}
+    assert session.answer(_request(2, "resources/unsubscribe", uri)) == result_response(2, {})
+    assert session.subscriptions == set()
+    bad = session.answer(_request(3, "resources/subscribe", {"uri": 5}))
+    assert bad is not None and bad["error"]["code"] == -32602
+    modern = server.handle(request(4, "resources/subscribe", uri), ALICE)
+    assert modern is not None and modern["error"]["code"] == -32601
+
+
+def test_a_sampling_ask_becomes_a_live_sampling_request() -> None:
+    sampling = {
+        "method": "sampling/createMessage",
+        "params": {
+            "messages": [{"role": "user", "content": {"type": "text", "text": "q"}}],
+            "maxTokens": 5,
+        },
+    }
+    tool = Recorder([{"s": sampling}])
+    session = open_session(Server([tool]), caps={**LEGACY_CAPS, "sampling": {}})
+    call = session.call(legacy_call(1, "probe", {}))
+    (sent,) = call.start().send
+    assert sent == {"jsonrpc": "2.0", "id": "labkit-1", **sampling}
+    answer = {"role": "assistant", "content": {"type": "text", "text": "a"}, "model": "m"}
+    step = call.receive(reply(sent, answer))
+    assert step.result is not None
+    assert step.result["result"]["structuredContent"] == {"responses": {"s": answer}}
