@@ -2,9 +2,7 @@
 uses in its examples (so a notebook imports only `labkit` and `labkit.course`).
 
 Owns: `EXERCISES`, one `Exercise` per notebook exercise (id, title, contract names, public
-checks, graded hints), in lesson order (LESSON.md section 11), plus `checkpoints`. Exercises
-2 (URL mode) and 5 (legacy adapter) are registered with their contract only until the parts
-of labkit they exercise exist; `check("ex2")` then says so instead of running anything.
+checks, graded hints), in lesson order (LESSON.md section 11), plus `checkpoints`.
 
 The grader adds hidden checks without editing this module: `Checker(hidden={"ex1": [...]})`.
 Must not import ipywidgets.
@@ -15,7 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from labkit.course import checkpoint_checks, ex1_replay, ex3_notes, ex4_symlinks
+from labkit.course import (
+    checkpoint_checks,
+    ex1_replay,
+    ex2_url,
+    ex3_notes,
+    ex4_symlinks,
+    ex5_legacy,
+)
 from labkit.course.checks import Exercise
 from labkit.course.fixtures import (
     EXAMPLE_NOTES,
@@ -48,34 +53,15 @@ __all__ = [
     "note_uri",
 ]
 
-_PENDING = (
-    "public checks are not available yet in this version of labkit (they arrive with {what}). "
-    "Next: work through the notebook; run check({id!r}) again after updating labkit."
-)
-
-EX2 = Exercise(
-    id="ex2",
-    title="URL mode: an out-of-band setup flow",
-    contracts=("url_elicitation_flow",),
-    pending=_PENDING.format(what="the URL-mode host", id="ex2"),
-)
-
-EX5 = Exercise(
-    id="ex5",
-    title="Legacy adapter for 2025-11-25 peers",
-    contracts=("LegacyAdapter",),
-    pending=_PENDING.format(what="the legacy 2025-11-25 adapter", id="ex5"),
-)
-
 EXERCISES: Mapping[str, Exercise] = MappingProxyType(
     {
         e.id: e
         for e in (
             ex1_replay.EXERCISE,
-            EX2,
+            ex2_url.EXERCISE,
             ex3_notes.EXERCISE,
             ex4_symlinks.EXERCISE,
-            EX5,
+            ex5_legacy.EXERCISE,
             checkpoint_checks.EXERCISE,
         )
     }

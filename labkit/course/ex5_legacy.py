@@ -1,0 +1,172 @@
+"""Exercise 5, the legacy 2025-11-25 adapter: public checks and hints for `to_legacy_requests`.
+
+Contract: `to_legacy_requests(input_requests, next_id, new_elicitation_id) ->
+list[tuple[str, dict]]` turns one modern `inputRequests` map into live 2025-11-25
+server-to-client JSON-RPC requests, as `(input key, request)` pairs in the map's order: each
+request gets a fresh id from `next_id()`, the entry's method, and its params unchanged, except
+that a URL-mode `elicitation/create` gains the `elicitationId` 2025-11-25 requires (from
+`new_elicitation_id()`); an entry without params (`roots/list`) has none. The input map is never
+modified: the modern handler's result is not the adapter's to change (LESSON.md section 11,
+exercise 5). labkit's own version is `labkit.legacy.to_legacy_requests`.
+
+Must not import ipywidgets.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+from labkit.course.checks import Check, Exercise, Fail, Trial
+
+CONTRACT = "to_legacy_requests"
+
+FORM: dict[str, Any] = {
+    "method": "elicitation/create",
+    "params": {
+        "mode": "form",
+        "message": "Choose one matching note and confirm deletion.",
+        "requestedSchema": {
+            "type": "object",
+            "properties": {"confirm": {"type": "boolean"}},
+            "required": ["confirm"],
+        },
+    },
+}
+URL: dict[str, Any] = {
+    "method": "elicitation/create",
+    "params": {
+        "mode": "url",
+        "message": "Connect the report service to continue.",
+        "url": "http://127.0.0.1:8000/connect/report-service/link-1",
+    },
+}
+ROOTS: dict[str, Any] = {"method": "roots/list"}
+
+
+def _sources() -> tuple[Callable[[], int], Callable[[], str]]:
+    ids = itertools.count(100)
+    elicitations = (f"elicit-{n}" for n in itertools.count(1))
+    return (lambda: next(ids)), (lambda: next(elicitations))
+
+
+def _run(t: Trial, input_requests: dict[str, Any]) -> Any:
+    next_id, new_elicitation_id = _sources()
+    return t.call(CONTRACT, input_requests, next_id, new_elicitation_id)
+
+
+def _compare(
+    expected: str, got: Any, want: list[tuple[str, dict[str, Any]]], step: str
+) -> Fail | None:
+    if got is None:
+        return Fail(expected, "it returned None", "return the list (None means a missing return)")
+    pairs = (
+        [tuple(p) if isinstance(p, list | tuple) else p for p in got]
+        if isinstance(got, list)
+        else got
+    )
+    if pairs != [tuple(w) for w in want]:
+        return Fail(expected, f"it returned {got!r}", step)
+    return None
+
+
+def one_form_entry(t: Trial) -> Fail | None:
+    got = _run(t, {"delete_choice": copy.deepcopy(FORM)})
+    want = [("delete_choice", {"jsonrpc": "2.0", "id": 100, **copy.deepcopy(FORM)})]
+    return _compare(
+        "one form entry 'delete_choice' should become [('delete_choice', {'jsonrpc': '2.0', "
+        "'id': 100, 'method': 'elicitation/create', 'params': <the same params>})] with the "
+        "id taken from next_id()",
+        got,
+        want,
+        "build a JSON-RPC request per entry: jsonrpc, a fresh id from next_id(), the method and "
+        "the params as they are",
+    )
+
+
+def order_and_fresh_ids(t: Trial) -> Fail | None:
+    got = _run(t, {"first": copy.deepcopy(FORM), "second": copy.deepcopy(ROOTS)})
+    want = [
+        ("first", {"jsonrpc": "2.0", "id": 100, **copy.deepcopy(FORM)}),
+        ("second", {"jsonrpc": "2.0", "id": 101, "method": "roots/list"}),
+    ]
+    return _compare(
+        "two entries should come back in the map's order, each with its own id from next_id(), "
+        "and roots/list (an entry without params) should carry no params key",
+        got,
+        want,
+        "call next_id() once per entry, keep the keys so each answer can be matched, and add "
+        "params only when the entry has them",
+    )
+
+
+def url_entry_gets_elicitation_id(t: Trial) -> Fail | None:
+    got = _run(t, {"connect": copy.deepcopy(URL)})
+    params = {**copy.deepcopy(URL["params"]), "elicitationId": "elicit-1"}
+    want = [
+        ("connect", {"jsonrpc": "2.0", "id": 100, "method": "elicitation/create", "params": params})
+    ]
+    return _compare(
+        "a URL-mode entry should gain 'elicitationId' from new_elicitation_id() (2025-11-25 "
+        "requires it; 2026-07-28 has none)",
+        got,
+        want,
+        "for method elicitation/create with mode 'url', add params['elicitationId'] = "
+        "new_elicitation_id(); form entries get none",
+    )
+
+
+def input_left_unchanged(t: Trial) -> Fail | None:
+    original = {"connect": copy.deepcopy(URL), "delete_choice": copy.deepcopy(FORM)}
+    given = copy.deepcopy(original)
+    _run(t, given)
+    if given != original:
+        return Fail(
+            "the inputRequests map passed in should be left exactly as it was",
+            f"after the call it was {given!r}",
+            "copy the params before adding elicitationId: the modern handler's result is "
+            "not the adapter's to change",
+        )
+    return None
+
+
+HINTS = (
+    "The adapter speaks for the modern handler: it sends each inputRequests entry to the legacy "
+    "client as a live JSON-RPC request and keeps the entry's key to match the answer later.",
+    "Only one thing differs between the eras here: a URL-mode elicitation needs an elicitationId "
+    "at 2025-11-25. Everything else travels unchanged, and the input is never modified.",
+    "Shape: for key, entry in input_requests.items(): message = {'jsonrpc': '2.0', 'id': "
+    "next_id(), 'method': entry['method']}; params = dict(entry['params']) if present; url "
+    "mode? params['elicitationId'] = new_elicitation_id(); append (key, message).",
+)
+
+EXERCISE = Exercise(
+    id="ex5",
+    title="Legacy adapter for 2025-11-25 peers",
+    contracts=(CONTRACT,),
+    checks=(
+        Check(
+            "one form entry",
+            one_form_entry,
+            "one form entry should become one live elicitation/create request",
+        ),
+        Check(
+            "order and fresh ids",
+            order_and_fresh_ids,
+            "two entries should keep their order and get their own ids",
+        ),
+        Check(
+            "url entry gets an elicitationId",
+            url_entry_gets_elicitation_id,
+            "a URL-mode entry should gain an elicitationId",
+        ),
+        Check(
+            "input left unchanged",
+            input_left_unchanged,
+            "the inputRequests map should be left unchanged",
+        ),
+    ),
+    hints=HINTS,
+)
