@@ -243,13 +243,7 @@ class NotesDelete:
         if not _is_unicode(title):
             # A lone surrogate (a legal JSON escape) has no RFC 8785 form: the peer's error.
             raise ProtocolError(INVALID_PARAMS, "title must be Unicode text")
-        try:
-            return parse_file_uri(uri), title
-        except ScopeError as exc:
-            log.info("workspaceUri %r refused: %s", uri[:200], exc.reason)
-            if exc.kind == "outside":
-                raise ProtocolError(INVALID_PARAMS, OUTSIDE_ERROR) from None
-            raise ProtocolError(INVALID_PARAMS, f"workspaceUri {exc.reason}") from None
+        return parse_workspace(uri), title
 
     # -- round one: candidates, form, signed state ------------------------------------------
 
@@ -451,6 +445,18 @@ _ON_DELETION: Final[dict[Deletion, _DeletionHandler]] = {
 
 
 @functools.lru_cache(maxsize=1024)
+def parse_workspace(uri: str) -> Path:
+    """The `workspaceUri` argument parsed strictly, or the -32602 a peer gets for it (one
+    fixed message when it names something outside; the reason goes to the log)."""
+    try:
+        return parse_file_uri(uri)
+    except ScopeError as exc:
+        log.info("workspaceUri %r refused: %s", uri[:200], exc.reason)
+        if exc.kind == "outside":
+            raise ProtocolError(INVALID_PARAMS, OUTSIDE_ERROR) from None
+        raise ProtocolError(INVALID_PARAMS, f"workspaceUri {exc.reason}") from None
+
+
 def _arguments_digest(workspace_uri: str, title: str) -> str:
     # Both rounds of one confirmation digest the same arguments: compute it once.
     return digest({"workspaceUri": workspace_uri, "title": title})

@@ -23,7 +23,8 @@ from typing import Any, Final, NoReturn, Protocol
 
 from labkit.consent import ConsentService, require_url_elicitation, url_elicitation
 from labkit.errors import INTERNAL_ERROR, INVALID_PARAMS, SERVER_BUSY, ProtocolError
-from labkit.scope import Authorizer, ScopeError, authorize, format_file_uri, parse_file_uri
+from labkit.notes_delete import OUTSIDE_ERROR, STATE_ERROR, parse_workspace
+from labkit.scope import Authorizer, authorize, format_file_uri
 from labkit.server import Request
 from labkit.state import Binding, InvalidState, StateSigner, digest
 from labkit.stores import Claim, Note, NoteStore, ReplayStore
@@ -34,8 +35,6 @@ NAME: Final = "notes_export"
 INPUT_KEY: Final = "connect_report_service"
 PHASE: Final = "connect-report"
 MAX_EXPORTED: Final = 1000
-STATE_ERROR: Final = "Invalid, expired or already used requestState"
-OUTSIDE_ERROR: Final = "workspaceUri is not a workspace this principal may use"
 _ACTIONS: Final = ("accept", "decline", "cancel")
 
 _DESCRIPTOR: Final = json.dumps(
@@ -142,13 +141,7 @@ class NotesExport:
     def call(self, request: Request, arguments: dict[str, Any]) -> dict[str, Any]:
         uri = self._workspace_argument(arguments)
         principal = request.context.principal
-        try:
-            workspace = parse_file_uri(uri)
-        except ScopeError as exc:
-            log.info("workspaceUri %r refused: %s", uri[:200], exc.reason)
-            if exc.kind == "outside":
-                raise ProtocolError(INVALID_PARAMS, OUTSIDE_ERROR) from None
-            raise ProtocolError(INVALID_PARAMS, f"workspaceUri {exc.reason}") from None
+        workspace = parse_workspace(uri)
         if principal is None or authorize(self.authorizer, principal, workspace) is None:
             log.info("principal %r refused workspace %s", principal, format_file_uri(workspace))
             raise ProtocolError(INVALID_PARAMS, OUTSIDE_ERROR)
