@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint unit conformance bench lab clean
+.PHONY: demo test lint unit conformance bench lab solutions clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -38,6 +38,12 @@ bench: $(STAMP)
 lab: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test,grade,lab]'
 	$(BIN)/jupyter lab notebooks
+
+# Authoring: Restart & Run All of every solution notebook (outputs saved in place), then
+# regenerate the learner copies in notebooks/ from them.
+solutions: $(STAMP)
+	$(BIN)/labkit course execute
+	$(BIN)/labkit course build
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .conformance

@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     course = commands.add_parser(
         "course",
-        help="course authoring: make the learner notebooks from the solutions",
+        help="course authoring: run the solution notebooks, make the learner copies",
         description="Course authoring commands.",
     )
     course_commands = course.add_subparsers(dest="course_command", metavar="ACTION", required=True)
@@ -61,6 +61,30 @@ def build_parser() -> argparse.ArgumentParser:
         help="write nothing; exit 1 and list the files when the learner copies are stale",
     )
     build.set_defaults(run=_run_course_build)
+    execute = course_commands.add_parser(
+        "execute",
+        help="Restart & Run All of solution notebooks, saving their outputs in place",
+        description="Run each solution notebook top to bottom in a fresh kernel of this "
+        "environment (working directory: the notebook's folder), store the widget state so "
+        "saved forms still render, record cell timings, and save it in place. A notebook "
+        "whose run raises, times out or kills its kernel is left unchanged and the command "
+        "exits 1. Then run `labkit course build` to refresh the learner copies.",
+    )
+    execute.add_argument(
+        "notebooks",
+        nargs="*",
+        type=Path,
+        metavar="NOTEBOOK",
+        help="solution notebooks to run (default: solutions/*.ipynb)",
+    )
+    execute.add_argument(
+        "--cell-timeout",
+        type=int,
+        default=10,
+        metavar="S",
+        help="fail a notebook whose cell runs longer than this (default: 10)",
+    )
+    execute.set_defaults(run=_run_course_execute)
 
     grade = commands.add_parser(
         "grade",
@@ -195,6 +219,30 @@ def _run_course_build(args: argparse.Namespace) -> int:
     for name in changed:
         print(f"  {name}")
     return 0
+
+
+def _run_course_execute(args: argparse.Namespace) -> int:
+    from labkit.grade.execute import ExecuteError, execute
+
+    paths = args.notebooks or sorted(Path("solutions").glob("*.ipynb"))
+    if not paths:
+        print("labkit course execute: no notebooks given and none in solutions/", file=sys.stderr)
+        return 1
+    failed = 0
+    for path in paths:
+        try:
+            done = execute(path, cell_timeout=args.cell_timeout)
+        except ExecuteError as error:
+            print(f"labkit course execute: {error}", file=sys.stderr)
+            failed += 1
+            continue
+        slowest = (
+            f"; slowest cell #{done.slowest.index} {done.slowest.seconds:.1f} s"
+            if done.slowest
+            else ""
+        )
+        print(f"{path}: ran clean in {done.seconds:.1f} s{slowest}", flush=True)
+    return 1 if failed else 0
 
 
 def _run_demo(args: argparse.Namespace) -> int:
