@@ -222,10 +222,13 @@ def sdk_lab(notes: MemoryNoteStore | None = None, *, keys: Sequence[bytes] | Non
     lowlevel = mcp._lowlevel_server
 
     async def run(stdin: BinaryIO, stdout: BinaryIO) -> None:
-        text_in = anyio.wrap_file(io.TextIOWrapper(stdin, encoding="utf-8"))
-        text_out = anyio.wrap_file(io.TextIOWrapper(stdout, encoding="utf-8", write_through=True))
-        async with stdio_server(stdin=text_in, stdout=text_out) as (read, write):
-            await lowlevel.run(read, write, lowlevel.create_initialization_options())
+        text_in = io.TextIOWrapper(stdin, encoding="utf-8")
+        text_out = io.TextIOWrapper(stdout, encoding="utf-8", write_through=True)
+        with text_in, text_out:
+            async with stdio_server(
+                stdin=anyio.wrap_file(text_in), stdout=anyio.wrap_file(text_out)
+            ) as (read, write):
+                await lowlevel.run(read, write, lowlevel.create_initialization_options())
 
     def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
         anyio.run(run, stdin, stdout)
@@ -280,21 +283,23 @@ class Connection:
         its stdio server reads and writes with). Leaving it ends the connection."""
         text_in = io.TextIOWrapper(self._reader, encoding="utf-8")
         text_out = io.TextIOWrapper(self._writer, encoding="utf-8", write_through=True)
-        async with stdio_server(
-            stdin=anyio.wrap_file(text_in), stdout=anyio.wrap_file(text_out)
-        ) as streams:
-            try:
-                yield streams
-            finally:
-                # The SDK reads the pipe in a worker thread that only a server EOF releases:
-                # end the server's input first, so the server closes its side.
-                text_out.close()
+        with text_in:
+            async with stdio_server(
+                stdin=anyio.wrap_file(text_in), stdout=anyio.wrap_file(text_out)
+            ) as streams:
+                try:
+                    yield streams
+                finally:
+                    # The SDK reads the pipe in a worker thread that only a server EOF
+                    # releases: end the server's input first, so the server closes its side.
+                    text_out.close()
 
     def close(self) -> None:
         if not self._writer.closed:
             self._writer.close()
         self._thread.join(timeout=10)
-        self._reader.close()
+        if not self._reader.closed:
+            self._reader.close()
 
     def __enter__(self) -> "Connection":
         return self
