@@ -21,6 +21,8 @@ expires. Notebooks reach the SDK only through this module. Must not import a wid
 import ast
 import base64
 import binascii
+import concurrent.futures
+import contextlib
 import importlib
 import inspect
 import io
@@ -30,10 +32,10 @@ import os
 import textwrap
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
-from typing import Annotated, Any, BinaryIO, Final, Literal, cast
+from typing import Annotated, Any, BinaryIO, Final, Literal, TypeVar, cast
 
 import anyio
 import mcp_types as types
@@ -65,10 +67,19 @@ from labkit.scope import (
     parse_file_uri,
     strictly_contains,
 )
+from labkit.scope import (
+    Path as ScopePath,
+)
 from labkit.server import Server
 from labkit.state import KeyRing
+from labkit.stores import Note
 from labkit.stores.memory import MemoryNoteStore, MemoryReplayStore
 from labkit.transports.stdio import StdioTransport
+
+# The SDK client imports jsonschema on its first tool call (to check structured output), and
+# jsonschema compiles URI grammars at import: about 2 s here. Paying it on import of this module
+# keeps it out of the first measured or tabulated call.
+importlib.import_module("jsonschema")
 
 TPS: Final = {"workspaceUri": "file:///work/notes", "title": "TPS report"}
 PRINCIPAL: Final = "alice"
@@ -308,6 +319,16 @@ class Connection:
         self.close()
 
 
+T = TypeVar("T")
+
+
+def run_async(main: Callable[[], Awaitable[T]]) -> T:
+    """`anyio.run(main)` in a thread of its own: a notebook's kernel already runs an event
+    loop in the calling thread, and a second one cannot start there."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(anyio.run, main).result()
+
+
 # -- the lesson's cases, run on both --------------------------------------------------------------
 
 URL_ONLY: Final[dict[str, Any]] = {"elicitation": {"url": {}}}
@@ -357,15 +378,18 @@ class Outcome:
 
     answer: str
     deleted: list[str]
+    summary: str | None = None  # said instead, when which note went is not the point
 
     def __str__(self) -> str:
+        if self.summary is not None:
+            return self.summary
         gone = ", ".join(self.deleted)
         if self.answer == "deleted":
             return f"deleted {gone}"
         return f"{self.answer} (deleted {gone})" if gone else f"{self.answer} (kept)"
 
 
-def _run_sdk_client(lab: Lab, mode: str, actions: list[str] | None, calls: int = 1) -> str:
+def _run_sdk_client(lab: Lab, mode: str, actions: list[str] | None) -> str:
     """Call `notes_delete` with the official SDK client over the lab's pipes."""
 
     async def main() -> str:
@@ -380,7 +404,7 @@ def _run_sdk_client(lab: Lab, mode: str, actions: list[str] | None, calls: int =
                     return f"error {exc.code}"
                 return _sdk_summary(result)
 
-    answer: str = anyio.run(main)
+    answer: str = run_async(main)
     return answer
 
 
@@ -511,6 +535,59 @@ def _decodes_to(part: str, needle: str) -> bool:
     return needle.encode() in raw
 
 
+class RacingNotes(MemoryNoteStore):
+    """Once `armed`, each `find` waits (at most `wait` seconds) for a second one: two retries
+    checked at the same instant on two instances, made repeatable. A server that does not look
+    the candidates up again on the retry never waits."""
+
+    def __init__(self, wait: float = 2.0) -> None:
+        super().__init__()
+        self.armed = False
+        self._barrier = threading.Barrier(2, timeout=wait)
+
+    def find(self, workspace: ScopePath, title: str, limit: int) -> Sequence[Note]:
+        if self.armed:
+            with contextlib.suppress(threading.BrokenBarrierError):
+                self._barrier.wait()
+        return super().find(workspace, title, limit)
+
+
+def _race(kind: Kind) -> Outcome:
+    """One state, two retries at once on two instances sharing notes, keys (and, for labkit,
+    the replay store), choosing two different notes: how many deletions?"""
+    notes = RacingNotes()
+    for note_id, uri, title in DEMO_NOTES:
+        notes.add(note_id, uri, title)
+    secret = os.urandom(32)
+    if kind == "labkit":
+        replay = MemoryReplayStore()
+        labs = [labkit_lab(notes, keys=KeyRing([secret]), replay=replay) for _ in range(2)]
+    else:
+        labs = [sdk_lab(notes, keys=[secret]) for _ in range(2)]
+    with Connection(labs[0]) as one:
+        pending = _first_round(Host(one))
+    notes.armed = True
+    answers: list[str] = []
+
+    def retry(lab: Lab, note_id: str) -> None:
+        with Connection(lab) as connection:
+            answer = messages.accept({"note_id": note_id, "confirm": True})
+            answers.append(_step(Host(connection), pending, answer))
+
+    threads = [
+        threading.Thread(target=retry, args=(lab, note_id))
+        for lab, note_id in zip(labs, ("note-14", "note-7"), strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    wins = answers.count("deleted")
+    gone = 5 - len(notes.ids())
+    summary = f"{wins} of 2 deleted" if gone == wins else f"{wins} of 2 deleted, {gone} gone"
+    return Outcome("", [], summary=summary)
+
+
 def _two_instances(kind: Kind, *, shared_keys: bool) -> Outcome:
     """Round one on one server object, the retry on another over the same notes (and, for
     labkit, the same replay store): with its own key, or with one key ring for both."""
@@ -597,6 +674,7 @@ CASES: Final[tuple[Case, ...]] = (
     Case("look-alike file:///work/notes-evil", _hosted(_outside("file:///work/notes-evil"))),
     Case("retry on 2nd instance, own key", lambda kind: _two_instances(kind, shared_keys=False)),
     Case("retry on 2nd instance, shared keys", lambda kind: _two_instances(kind, shared_keys=True)),
+    Case("one state, 2 instances, 2 notes at once", _race),
     Case("note ids in requestState", _hosted(_state_reveals_ids)),
     Case("form field for an API key", _secret_field),
 )
@@ -725,7 +803,7 @@ def time_round_trips(seconds: float = 2.0, batch: int = 10) -> list[Timing]:
         return list(totals.values())
 
     with quiet():
-        timings = anyio.run(over_pipes)
+        timings = run_async(over_pipes)
         timings += _in_process(budget, batch)
     return timings
 
@@ -772,7 +850,7 @@ def _in_process(budget: float, batch: int) -> list[Timing]:
                 sdk_total.seconds += await _client_batches(sdk, client, batch)
                 sdk_total.round_trips += batch
 
-    anyio.run(run)
+    run_async(run)
     return [labkit_total, sdk_total]
 
 

@@ -145,6 +145,9 @@ def test_the_comparison_table() -> None:
     assert rows["accepted retry sent without id"].sdk == "no response (kept)"
     assert rows["retry on 2nd instance, own key"].sdk == "error -32602 (kept)"
     assert rows["retry on 2nd instance, shared keys"].sdk == "deleted note-14"
+    # The lesson's checkpoint 8: one confirmation, two instances, two notes, at the same instant.
+    assert rows["one state, 2 instances, 2 notes at once"].labkit == "1 of 2 deleted"
+    assert rows["one state, 2 instances, 2 notes at once"].sdk == "2 of 2 deleted"
     assert rows["note ids in requestState"].labkit == "readable (kept)"
     assert rows["note ids in requestState"].sdk == "opaque (kept)"
 
