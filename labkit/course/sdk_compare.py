@@ -536,20 +536,22 @@ def _decodes_to(part: str, needle: str) -> bool:
 
 
 class RacingNotes(MemoryNoteStore):
-    """Once `armed`, each `find` waits (at most `wait` seconds) for a second one: two retries
-    checked at the same instant on two instances, made repeatable. A server that does not look
-    the candidates up again on the retry never waits."""
+    """Once `armed`, each `find` returns only when a second one has looked too (or after `wait`
+    seconds): two retries checked at the same instant on two instances, made repeatable. A
+    server that does not look the candidates up again on the retry never waits."""
 
-    def __init__(self, wait: float = 2.0) -> None:
+    def __init__(self, wait: float = 5.0) -> None:
         super().__init__()
         self.armed = False
         self._barrier = threading.Barrier(2, timeout=wait)
 
     def find(self, workspace: ScopePath, title: str, limit: int) -> Sequence[Note]:
+        found = super().find(workspace, title, limit)
         if self.armed:
+            # After the lookup: neither caller goes on to act before both have looked.
             with contextlib.suppress(threading.BrokenBarrierError):
                 self._barrier.wait()
-        return super().find(workspace, title, limit)
+        return found
 
 
 def _race(kind: Kind) -> Outcome:
@@ -564,24 +566,25 @@ def _race(kind: Kind) -> Outcome:
         labs = [labkit_lab(notes, keys=KeyRing([secret]), replay=replay) for _ in range(2)]
     else:
         labs = [sdk_lab(notes, keys=[secret]) for _ in range(2)]
-    with Connection(labs[0]) as one:
+    with Connection(labs[0]) as one, Connection(labs[1]) as two:
         pending = _first_round(Host(one))
-    notes.armed = True
-    answers: list[str] = []
+        hosts = [Host(one), Host(two)]
+        hosts[1].list_tools()  # both connections are up before the two retries go out
+        notes.armed = True
+        answers: list[str] = []
 
-    def retry(lab: Lab, note_id: str) -> None:
-        with Connection(lab) as connection:
+        def retry(host: Host, note_id: str) -> None:
             answer = messages.accept({"note_id": note_id, "confirm": True})
-            answers.append(_step(Host(connection), pending, answer))
+            answers.append(_step(host, pending, answer))
 
-    threads = [
-        threading.Thread(target=retry, args=(lab, note_id))
-        for lab, note_id in zip(labs, ("note-14", "note-7"), strict=True)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+        threads = [
+            threading.Thread(target=retry, args=(host, note_id))
+            for host, note_id in zip(hosts, ("note-14", "note-7"), strict=True)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
     wins = answers.count("deleted")
     gone = 5 - len(notes.ids())
     summary = f"{wins} of 2 deleted" if gone == wins else f"{wins} of 2 deleted, {gone} gone"
