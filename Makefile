@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint unit conformance bench lab solutions clean
+.PHONY: demo test lint unit notebooks conformance bench lab solutions clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -30,7 +30,17 @@ CONFORMANCE_ERAS ?= 2026-07-28 2025-11-25
 conformance: $(STAMP)
 	$(BIN)/python tests/conformance/run.py $(foreach era,$(CONFORMANCE_ERAS),--requirements $(era))
 
-test: lint unit conformance
+# The solution notebooks under nbval: Restart & Run All in a fresh kernel, the outputs of the
+# cells marked NBVAL_CHECK_OUTPUT compared (lax mode, the grader's sanitizers). Its own pytest
+# run: the unit run keeps `-p no:nbval`, whose plugin import alone costs seconds.
+NBVAL_SANITIZE := $(VENV)/nbval-sanitize.cfg
+
+notebooks: $(STAMP)
+	$(BIN)/python -c "from labkit.grade.outputs import DEFAULT_SANITIZERS; print(DEFAULT_SANITIZERS)" > $(NBVAL_SANITIZE)
+	$(BIN)/python -m pytest -q -p nbval --nbval-lax --nbval-current-env --nbval-cell-timeout=60 \
+		--nbval-sanitize-with $(NBVAL_SANITIZE) solutions
+
+test: lint unit notebooks conformance
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
