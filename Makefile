@@ -6,11 +6,26 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint unit notebooks conformance bench lab solutions clean
 
+# JupyterLab's settings overrides in the venv ({sys.prefix}/share/jupyter/lab/settings): no news
+# or update toasts over the course's forms.
+LAB_OVERRIDES := {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}}
+
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,grade]'
+	$(BIN)/python -m pip install --quiet -e '.[test,grade,lab]'
+	@settings="$$($(BIN)/python -c 'import sys; print(sys.prefix)')/share/jupyter/lab/settings" && \
+	  mkdir -p "$$settings" && echo '$(LAB_OVERRIDES)' > "$$settings/overrides.json"
 	@touch $(STAMP)
+
+# The browser test (tests/browser) drives Debian's Chromium; Playwright never downloads one.
+CHROMIUM := /usr/bin/chromium
+ROOT := $(filter 0,$(shell id -u))
+SUDO := $(if $(ROOT),,sudo)
+
+$(CHROMIUM):
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -q
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
 
 demo: $(STAMP)
 	$(BIN)/labkit demo
@@ -20,7 +35,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check labkit tests bench
 	$(BIN)/mypy --strict labkit
 
-unit: $(STAMP)
+unit: $(STAMP) $(CHROMIUM)
 	$(BIN)/python -m pytest -q
 
 # The official MCP conformance suite (npm, pinned in the runner) against
@@ -46,8 +61,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
 lab: $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[test,grade,lab]'
-	$(BIN)/jupyter lab notebooks
+	$(BIN)/jupyter lab $(if $(ROOT),--allow-root) notebooks
 
 # Authoring: Restart & Run All of every solution notebook (outputs saved in place), then
 # regenerate the learner copies in notebooks/ from them.
