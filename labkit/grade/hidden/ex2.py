@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 MISSING_CAPABILITY = -32021
-REQUIRED = {"requiredCapabilities": {"elicitation": {"url": {}}}}
+REQUIRED: Any = {"requiredCapabilities": {"elicitation": {"url": {}}}}
 MESSAGE = "Connect the report service to continue."
 URL = "http://127.0.0.1:8000/connect/report-service/link-7"
 
@@ -34,6 +34,24 @@ def _show(value: Any, text: Any = None) -> Any:
     return text if len(text) <= 300 else text[:300] + "..."
 
 
+def _difference(expected: Any, got: Any) -> Any:
+    """What differs first between the expected entry and the learner's, briefly."""
+    if not isinstance(got, dict):
+        return _show(got)
+    for key in expected:
+        if key not in got:
+            return f"{key!r} missing"
+    for key in got:
+        if key not in expected:
+            return f"{key!r}: {_show(got[key])} added"
+    for key, value in expected.items():
+        if got[key] != value:
+            if key == "params" and isinstance(value, dict):
+                return f"params with {_difference(value, got[key])}"
+            return f"{key!r}: {_show(got[key])} instead of {_show(value)}"
+    return "the same"
+
+
 def _protocol_error(error: Any) -> Any:
     """labkit's ProtocolError, when the learner's code raised one."""
     cls = getattr(sys.modules.get("labkit.errors"), "ProtocolError", None)
@@ -43,7 +61,10 @@ def _protocol_error(error: Any) -> Any:
 def _raised(error: Any) -> Any:
     if _protocol_error(error):
         return f"ProtocolError({_show(error.code)}, data={_show(error.data)})"
-    return f"{type(error).__name__}: {_show(None, str(error))}"
+    name = type(error).__name__
+    if name == "ProtocolError":
+        name = "a ProtocolError that is not labkit's (import it from labkit)"
+    return f"{name}: {_show(None, str(error))}"
 
 
 def _offered(url_elicitation: Any, capabilities: Any, what: Any, **text: Any) -> Any:
@@ -57,7 +78,7 @@ def _offered(url_elicitation: Any, capabilities: Any, what: Any, **text: Any) ->
         raise AssertionError(
             f"expected the url-mode entry for {what}, got {_raised(error)}"
         ) from None
-    assert got == want, f"expected {_show(want)} for {what}, got {_show(got)}"
+    assert got == want, f"expected {_show(want)} for {what}, got {_difference(want, got)}"
     return got
 
 
@@ -70,7 +91,8 @@ def _refused(url_elicitation: Any, capabilities: Any, what: Any, exact: Any = Fa
         got = url_elicitation(capabilities, MESSAGE, URL)
     except NotImplementedError:
         raise
-    except Exception as error:
+    except Exception as caught:
+        error: Any = caught
         assert _protocol_error(error), f"expected {expected}, got {_raised(error)}"
         assert error.code == MISSING_CAPABILITY, f"expected {expected}, got {_raised(error)}"
         assert not exact or error.data == REQUIRED, f"expected {expected}, got {_raised(error)}"
@@ -102,12 +124,13 @@ def non_object_elicitation_refused(url_elicitation: Any) -> Any:
 
 
 def url_outside_elicitation_refused(url_elicitation: Any) -> Any:
-    for capabilities in (
+    misplaced: Any = (
         {"url": {}, "elicitation": {"form": {}}},
         {"sampling": {"url": {}}},
         {"experimental": {"elicitation": {"url": {}}}},
         {"elicitation": {"form": {"url": {}}}},
-    ):
+    )
+    for capabilities in misplaced:
         _refused(
             url_elicitation,
             capabilities,
@@ -135,11 +158,12 @@ def text_passed_unchanged(url_elicitation: Any) -> Any:
 
 
 def capabilities_left_unchanged(url_elicitation: Any) -> Any:
-    for capabilities in (
+    declared: Any = (
         {"roots": {}},
         {"elicitation": {"form": {}}},
         {"elicitation": {"url": {}}, "sampling": {}},
-    ):
+    )
+    for capabilities in declared:
         given = copy.deepcopy(capabilities)
         try:
             url_elicitation(given, MESSAGE, URL)
@@ -154,7 +178,7 @@ def capabilities_left_unchanged(url_elicitation: Any) -> Any:
 
 
 def fresh_entry_per_call(url_elicitation: Any) -> Any:
-    capabilities = {"elicitation": {"url": {}}}
+    capabilities: Any = {"elicitation": {"url": {}}}
     first = _offered(url_elicitation, capabilities, "the first of two calls")
     first["params"]["elicitationId"] = "added-by-the-caller"
     second_url = "http://127.0.0.1:8000/connect/report-service/link-8"

@@ -17,7 +17,7 @@ import copy
 from typing import Any
 
 CREATE = "elicitation/create"
-FORM = {
+FORM: Any = {
     "method": CREATE,
     "params": {
         "mode": "form",
@@ -32,17 +32,20 @@ FORM = {
         },
     },
 }
-MODELESS = {"method": CREATE, "params": {k: v for k, v in FORM["params"].items() if k != "mode"}}
-SAMPLING = {
+MODELESS: Any = {
+    "method": CREATE,
+    "params": {k: v for k, v in FORM["params"].items() if k != "mode"},
+}
+SAMPLING: Any = {
     "method": "sampling/createMessage",
     "params": {
         "messages": [{"role": "user", "content": {"type": "text", "text": "Summarize note-14."}}],
         "maxTokens": 64,
     },
 }
-ROOTS = {"method": "roots/list"}
-ROOTS_WITH_META = {"method": "roots/list", "params": {"_meta": {"progressToken": "roots-1"}}}
-UNKNOWN = {"method": "x-vendor/ask", "params": {"question": "Proceed?"}}
+ROOTS: Any = {"method": "roots/list"}
+ROOTS_WITH_META: Any = {"method": "roots/list", "params": {"_meta": {"progressToken": "roots-1"}}}
+UNKNOWN: Any = {"method": "x-vendor/ask", "params": {"question": "Proceed?"}}
 
 
 def _url(service: Any, link: Any) -> Any:
@@ -82,16 +85,34 @@ def _sources(ids: Any = ()) -> Any:
 
 
 def _call(to_legacy_requests: Any, input_requests: Any, next_id: Any, new_id: Any) -> Any:
-    """The pairs as a list of (key, request) tuples, or an AssertionError saying what came."""
-    got = to_legacy_requests(input_requests, next_id, new_id)
-    assert isinstance(got, list), (
-        f"expected a list of (key, request) pairs, got {_show(got)}"
-        + (" (a missing return?)" if got is None else "")
+    """The pairs for a private copy of `input_requests` as a list of (key, request) tuples, or
+    an AssertionError saying what came back instead."""
+    got = to_legacy_requests(copy.deepcopy(input_requests), next_id, new_id)
+    assert isinstance(got, list), f"expected a list of (key, request) pairs, got {_show(got)}" + (
+        " (a missing return?)" if got is None else ""
     )
     pairs = [tuple(p) if isinstance(p, list | tuple) else p for p in got]
     malformed = [p for p in pairs if not (isinstance(p, tuple) and len(p) == 2)]
     assert not malformed, f"expected (key, request) pairs, got {_show(malformed[0])} among them"
     return pairs
+
+
+def _difference(expected: Any, got: Any) -> Any:
+    """What differs first between an expected request (or entry) and the learner's, briefly."""
+    if not isinstance(got, dict):
+        return _show(got)
+    for key in expected:
+        if key not in got:
+            return f"{key!r} missing"
+    for key in got:
+        if key not in expected:
+            return f"{key!r}: {_show(got[key])} added"
+    for key, value in expected.items():
+        if got[key] != value:
+            if key == "params" and isinstance(value, dict):
+                return f"params with {_difference(value, got[key])}"
+            return f"{key!r}: {_show(got[key])} instead of {_show(value)}"
+    return "the same"
 
 
 def _request(request_id: Any, entry: Any) -> Any:
@@ -117,35 +138,34 @@ def several_entries_in_order(to_legacy_requests: Any) -> Any:
         "zeta_connect": _url("report service", "link-1"),
         "alpha_choice": FORM,
         "m_roots": ROOTS,
-        "b_sample": SAMPLING,
+        "b_choice": {**FORM, "params": {**FORM["params"], "message": "Pick the workspace."}},
         "a_calendar": _url("calendar service", "link-2"),
     }
     next_id, new_id = _sources()
-    pairs = _call(to_legacy_requests, copy.deepcopy(entries), next_id, new_id)
+    pairs = _call(to_legacy_requests, entries, next_id, new_id)
     keys = [p[0] for p in pairs]
     assert keys == list(entries), (
         f"expected the pairs in the map's order {list(entries)}, got {_show(keys)}"
     )
     want = [(key, _request(41 + n, entry)) for n, (key, entry) in enumerate(entries.items())]
     got = _without_elicitation_ids(pairs)
-    for (key, expected), (_, request) in zip(want, got, strict=True):
+    for n, ((key, expected), (_, request)) in enumerate(zip(want, got, strict=True)):
         assert request == expected, (
-            f"expected {_show(expected)} for '{key}' (the 5 entries took ids 41 to 45), got "
-            f"{_show(request)}"
+            f"expected entry {n + 1} of 5, '{key}', sent with id {41 + n}, its method and its "
+            f"params as they are, got {_difference(expected, request)}"
         )
 
 
 def ids_taken_from_next_id(to_legacy_requests: Any) -> Any:
-    next_id, new_id = _sources()
-    pairs = _call(to_legacy_requests, {}, next_id, new_id)
-    assert pairs == [], f"expected [] for an empty map, got {_show(pairs)}"
-    assert not next_id.issued, (
-        f"expected no id taken for an empty map, got {len(next_id.issued)} next_id() calls"
-    )
     script = [7, "s-3", 19, 12]
-    entries = {"one": FORM, "two": ROOTS, "three": _url("report service", "link-1"), "four": ROOTS}
+    entries = {
+        "one": FORM,
+        "two": ROOTS,
+        "three": _url("report service", "link-1"),
+        "four": ROOTS_WITH_META,
+    }
     next_id, new_id = _sources(script)
-    pairs = _call(to_legacy_requests, copy.deepcopy(entries), next_id, new_id)
+    pairs = _call(to_legacy_requests, entries, next_id, new_id)
     ids = [r.get("id") if isinstance(r, dict) else r for _, r in pairs]
     assert ids == script, (
         f"expected the ids next_id() handed out, one per entry in order ({script}), got "
@@ -154,6 +174,12 @@ def ids_taken_from_next_id(to_legacy_requests: Any) -> Any:
     assert len(next_id.issued) == len(entries), (
         f"expected next_id() called once per entry ({len(entries)} times), got "
         f"{len(next_id.issued)} calls"
+    )
+    next_id, new_id = _sources()
+    pairs = _call(to_legacy_requests, {}, next_id, new_id)
+    assert pairs == [], f"expected [] for an empty map, got {_show(pairs)}"
+    assert not next_id.issued, (
+        f"expected next_id() not called for an empty map, got {len(next_id.issued)} call(s)"
     )
 
 
@@ -165,16 +191,16 @@ def elicitation_id_per_url_entry(to_legacy_requests: Any) -> Any:
         "again": _url("report service", "link-3"),
     }
     next_id, new_id = _sources()
-    pairs = _call(to_legacy_requests, copy.deepcopy(entries), next_id, new_id)
+    pairs = _call(to_legacy_requests, entries, next_id, new_id)
     requests = dict(pairs)
     assert set(requests) == set(entries), (
         f"expected a request for each of {list(entries)}, got {_show(list(requests))}"
     )
-    params = {k: r.get("params") if isinstance(r, dict) else None for k, r in requests.items()}
+    params: Any = {k: r.get("params") if isinstance(r, dict) else None for k, r in requests.items()}
     assert isinstance(params["choice"], dict) and "elicitationId" not in params["choice"], (
         f"expected no elicitationId on the form entry 'choice', got {_show(params['choice'])}"
     )
-    given = {}
+    given: Any = {}
     for key in ("connect", "calendar", "again"):
         found = params[key] if isinstance(params[key], dict) else {}
         assert "elicitationId" in found, (
@@ -192,28 +218,36 @@ def elicitation_id_per_url_entry(to_legacy_requests: Any) -> Any:
 
 def modeless_form_unchanged(to_legacy_requests: Any) -> Any:
     next_id, new_id = _sources()
-    pairs = _call(to_legacy_requests, {"choice": copy.deepcopy(MODELESS)}, next_id, new_id)
-    want = [("choice", _request(41, MODELESS))]
-    assert pairs == want, (
-        "expected an elicitation/create without mode (form mode, at both revisions) to travel "
-        f"unchanged with no elicitationId: {_show(want)}, got {_show(pairs)}"
+    pairs = _call(to_legacy_requests, {"choice": MODELESS}, next_id, new_id)
+    assert [p[0] for p in pairs] == ["choice"], (
+        f"expected one request for the entry 'choice', got {_show(pairs)}"
+    )
+    expected, request = _request(41, MODELESS), pairs[0][1]
+    assert request == expected, (
+        "expected an elicitation/create without mode (form, at both revisions) sent with its "
+        f"params unchanged and no elicitationId, got {_difference(expected, request)}"
     )
 
 
 def every_entry_sent(to_legacy_requests: Any) -> Any:
     entries = {"roots": ROOTS, "sample": SAMPLING, "roots_meta": ROOTS_WITH_META}
     next_id, new_id = _sources()
-    pairs = _call(to_legacy_requests, copy.deepcopy(entries), next_id, new_id)
-    want = [(key, _request(41 + n, entry)) for n, (key, entry) in enumerate(entries.items())]
-    assert pairs == want, (
-        "expected roots/list (with and without params) and sampling/createMessage to travel "
-        f"unchanged: {_show(want)}, got {_show(pairs)}"
+    pairs = _call(to_legacy_requests, entries, next_id, new_id)
+    requests = dict(pairs)
+    assert sorted(requests) == sorted(entries), (
+        f"expected a request for each of {list(entries)}, got {_show([p[0] for p in pairs])}"
     )
+    entry: Any
+    for key, entry in entries.items():  # the ids are `ids_taken_from_next_id`'s business
+        request = requests[key]
+        expected = _request(request.get("id") if isinstance(request, dict) else None, entry)
+        assert request == expected, (
+            f"expected the {entry['method']} entry '{key}' sent with its params unchanged, got "
+            f"{_difference(expected, request)}"
+        )
     next_id, new_id = _sources()
     try:
-        pairs = _call(
-            to_legacy_requests, {"ask": copy.deepcopy(UNKNOWN), "roots": ROOTS}, next_id, new_id
-        )
+        pairs = _call(to_legacy_requests, {"ask": UNKNOWN, "roots": ROOTS}, next_id, new_id)
     except (NotImplementedError, AssertionError):
         raise
     except Exception:
@@ -221,7 +255,7 @@ def every_entry_sent(to_legacy_requests: Any) -> Any:
     sent = dict(pairs).get("ask")
     assert sent == _request(41, UNKNOWN), (
         f"expected the entry 'ask' with the unknown method {UNKNOWN['method']!r} sent unchanged "
-        f"or refused with an exception, got {_show(pairs)}"
+        f"or refused with an exception, got {_difference(_request(41, UNKNOWN), sent)}"
     )
 
 
@@ -242,8 +276,8 @@ def input_left_unchanged(to_legacy_requests: Any) -> Any:
     )
     for key, entry in original.items():
         assert given[key] == entry, (
-            f"expected the entry '{key}' left as {_show(entry)}, got {_show(given[key])} after "
-            "the call"
+            f"expected the entry '{key}' left as it was, got {_difference(entry, given[key])} "
+            "after the call"
         )
 
 
