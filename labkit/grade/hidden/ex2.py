@@ -28,10 +28,13 @@ def _entry(message: Any = MESSAGE, url: Any = URL) -> Any:
     }
 
 
-def _show(value: Any, text: Any = None) -> Any:
-    """A learner's value (or text) short enough for a feedback line."""
-    text = repr(value) if text is None else text
+def _short(text: Any) -> Any:
+    """A learner's text, short enough for a feedback line."""
     return text if len(text) <= 300 else text[:300] + "..."
+
+
+def _show(value: Any) -> Any:
+    return _short(repr(value))
 
 
 def _difference(expected: Any, got: Any) -> Any:
@@ -53,7 +56,7 @@ def _difference(expected: Any, got: Any) -> Any:
 
 
 def _protocol_error(error: Any) -> Any:
-    """labkit's ProtocolError, when the learner's code raised one."""
+    """Whether `error` is labkit's ProtocolError (loaded once the learner's code imported it)."""
     cls = getattr(sys.modules.get("labkit.errors"), "ProtocolError", None)
     return isinstance(cls, type) and isinstance(error, cls)
 
@@ -64,7 +67,7 @@ def _raised(error: Any) -> Any:
     name = type(error).__name__
     if name == "ProtocolError":
         name = "a ProtocolError that is not labkit's (import it from labkit)"
-    return f"{name}: {_show(None, str(error))}"
+    return f"{name}: {_short(str(error))}"
 
 
 def _offered(url_elicitation: Any, capabilities: Any, what: Any, **text: Any) -> Any:

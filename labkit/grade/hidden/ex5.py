@@ -34,7 +34,7 @@ FORM: Any = {
 }
 MODELESS: Any = {
     "method": CREATE,
-    "params": {k: v for k, v in FORM["params"].items() if k != "mode"},
+    "params": {k: copy.deepcopy(v) for k, v in FORM["params"].items() if k != "mode"},
 }
 SAMPLING: Any = {
     "method": "sampling/createMessage",
@@ -60,6 +60,7 @@ def _url(service: Any, link: Any) -> Any:
 
 
 def _show(value: Any) -> Any:
+    """A learner's value, short enough for a feedback line."""
     text = repr(value)
     return text if len(text) <= 300 else text[:300] + "..."
 
@@ -88,12 +89,19 @@ def _call(to_legacy_requests: Any, input_requests: Any, next_id: Any, new_id: An
     """The pairs for a private copy of `input_requests` as a list of (key, request) tuples, or
     an AssertionError saying what came back instead."""
     got = to_legacy_requests(copy.deepcopy(input_requests), next_id, new_id)
-    assert isinstance(got, list), f"expected a list of (key, request) pairs, got {_show(got)}" + (
-        " (a missing return?)" if got is None else ""
-    )
+    if got is None:
+        raise AssertionError(
+            "expected a list of (key, request) pairs, got None (a missing return?)"
+        )
+    assert isinstance(got, list), f"expected a list of (key, request) pairs, got {_show(got)}"
     pairs = [tuple(p) if isinstance(p, list | tuple) else p for p in got]
-    malformed = [p for p in pairs if not (isinstance(p, tuple) and len(p) == 2)]
-    assert not malformed, f"expected (key, request) pairs, got {_show(malformed[0])} among them"
+    malformed = [
+        p for p in pairs if not (isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str))
+    ]
+    assert not malformed, (
+        f"expected (key, request) pairs, each key one of the map's, got {_show(malformed[0])} "
+        "among them"
+    )
     return pairs
 
 
@@ -253,9 +261,11 @@ def every_entry_sent(to_legacy_requests: Any) -> Any:
     except Exception:
         return  # refusing a method inputRequests never holds is fine; dropping it is not
     sent = dict(pairs).get("ask")
-    assert sent == _request(41, UNKNOWN), (
+    expected = _request(sent.get("id") if isinstance(sent, dict) else None, UNKNOWN)
+    assert sent == expected, (
         f"expected the entry 'ask' with the unknown method {UNKNOWN['method']!r} sent unchanged "
-        f"or refused with an exception, got {_difference(_request(41, UNKNOWN), sent)}"
+        "or refused with an exception, got "
+        + ("no request for it" if sent is None else _difference(expected, sent))
     )
 
 
