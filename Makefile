@@ -4,13 +4,28 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint unit conformance bench lab solutions clean
+.PHONY: demo test lint unit notebooks conformance bench lab solutions clean
+
+# JupyterLab's settings overrides in the venv ({sys.prefix}/share/jupyter/lab/settings): no news
+# or update toasts over the course's forms.
+LAB_OVERRIDES := {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}}
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,grade]'
+	$(BIN)/python -m pip install --quiet -e '.[test,grade,lab]'
+	@settings="$$($(BIN)/python -c 'import sys; print(sys.prefix)')/share/jupyter/lab/settings" && \
+	  mkdir -p "$$settings" && echo '$(LAB_OVERRIDES)' > "$$settings/overrides.json"
 	@touch $(STAMP)
+
+# The browser test (tests/browser) drives Debian's Chromium; Playwright never downloads one.
+CHROMIUM := /usr/bin/chromium
+ROOT := $(filter 0,$(shell id -u))
+SUDO := $(if $(ROOT),,sudo)
+
+$(CHROMIUM):
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -q
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
 
 demo: $(STAMP)
 	$(BIN)/labkit demo
@@ -20,7 +35,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check labkit tests bench
 	$(BIN)/mypy --strict labkit
 
-unit: $(STAMP)
+unit: $(STAMP) $(CHROMIUM)
 	$(BIN)/python -m pytest -q
 
 # The official MCP conformance suite (npm, pinned in the runner) against
@@ -30,14 +45,23 @@ CONFORMANCE_ERAS ?= 2026-07-28 2025-11-25
 conformance: $(STAMP)
 	$(BIN)/python tests/conformance/run.py $(foreach era,$(CONFORMANCE_ERAS),--requirements $(era))
 
-test: lint unit conformance
+# The solution notebooks under nbval: Restart & Run All in a fresh kernel, the outputs of the
+# cells marked NBVAL_CHECK_OUTPUT compared (lax mode, the grader's sanitizers). Its own pytest
+# run: the unit run keeps `-p no:nbval`, whose plugin import alone costs seconds.
+NBVAL_SANITIZE := $(VENV)/nbval-sanitize.cfg
+
+notebooks: $(STAMP)
+	$(BIN)/python -c "from labkit.grade.outputs import DEFAULT_SANITIZERS; print(DEFAULT_SANITIZERS)" > $(NBVAL_SANITIZE)
+	$(BIN)/python -m pytest -q -p nbval --nbval-lax --nbval-current-env --nbval-cell-timeout=60 \
+		--nbval-sanitize-with $(NBVAL_SANITIZE) solutions
+
+test: lint unit notebooks conformance
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
 lab: $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[test,grade,lab]'
-	$(BIN)/jupyter lab notebooks
+	$(BIN)/jupyter lab $(if $(ROOT),--allow-root) notebooks
 
 # Authoring: Restart & Run All of every solution notebook (outputs saved in place), then
 # regenerate the learner copies in notebooks/ from them.
