@@ -134,7 +134,10 @@ def _by_source(fn: types.FunctionType, seen: set[str]) -> BySource:
     except SyntaxError:
         raise NotPortable(f"the source of {fn.__name__} is not a whole definition") from None
     seen.add(fn.__name__)
-    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    # A parameter or local shadows a notebook global of the same name (a cell's `conn`): only
+    # the names the function can really read from its globals are carried.
+    local = set(fn.__code__.co_varnames) | set(fn.__code__.co_cellvars)
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - local
     modules: list[tuple[str, str]] = []
     values: list[tuple[str, bytes]] = []
     helpers: list[BySource] = []

@@ -68,6 +68,9 @@ def run(
     started = clock()
     files = collect(paths)
     work = Path(tempfile.mkdtemp(prefix="labkit-grade-"))
+    # Traversable by the kernel's unprivileged user and the processes it starts (a learner's
+    # racers lose the kernel's read-search capability); still not listable by anyone else.
+    work.chmod(0o711)
     try:
         mode = sandbox_mode()
         if runner is None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import linecache
+import sqlite3
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -93,6 +94,22 @@ def test_a_notebook_function_travels_by_source_with_its_helpers(notebook: dict[s
     assert [name for name, _ in carrier.helpers[0].values] == ["CLAIM_SQL"]
     result = run_race(notebook["claim_and_delete"])
     assert result.outcome is Outcome.PASSED and result.message == "ex1 · two processes race: passed"
+
+
+def test_a_notebook_global_with_a_parameters_name_does_not_stop_the_journey(
+    notebook: dict[str, Any],
+) -> None:
+    # A cell's `with closing(connect(...)) as conn:` leaves an unpicklable global `conn`; the
+    # function's own parameter `conn` shadows it, so it must not be carried.
+    notebook["conn"] = sqlite3.connect(":memory:")
+    try:
+        carrier = carry(notebook["claim_and_delete"])
+        assert isinstance(carrier, BySource)
+        assert "conn" not in [name for name, _ in carrier.values]
+        result = run_race(notebook["claim_and_delete"])
+        assert result.message == "ex1 · two processes race: passed"
+    finally:
+        notebook["conn"].close()
 
 
 def test_a_notebook_functions_error_in_a_child_points_at_the_cell(
