@@ -4,7 +4,8 @@
 
 * one: `labkit grade` on one solved submission (kernel start, the cells, the hidden checks),
   in a fresh process, so the fixed import cost is counted once.
-* batch: `labkit grade --jobs 2` on 20 submissions (solved copies of the fixture notebooks).
+* batch: `labkit grade --jobs 2` on 20 submissions (solved copies of the course's five
+  exercise notebooks, four of each).
 * nbval: `pytest -p nbval --nbval-lax --nbval-current-env` on the same 20 notebooks, one
   pytest process (what nbval alone costs; it grades nothing against a solution).
 
@@ -25,7 +26,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "grade"))
 
-from grade_helpers import FIXTURES, NAMES, solved, write  # noqa: E402
+from grade_helpers import COURSE, COURSE_EXERCISES, solved, write  # noqa: E402
 
 
 def _timed(argv: list[str]) -> tuple[float, int]:
@@ -42,11 +43,12 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     python = sys.executable
     with tempfile.TemporaryDirectory(prefix="bench-grade-") as directory:
         base = Path(directory)
-        one = write(base / "one", "replay.ipynb", solved("replay"))
+        names = list(COURSE_EXERCISES)
+        one = write(base / "one", f"{names[0]}.ipynb", solved(names[0], COURSE))
         for number in range(args.submissions):
-            name = NAMES[number % len(NAMES)]
-            write(base / "batch", f"{name}-{number:02d}.ipynb", solved(name))
-        grade = [python, "-m", "labkit.cli", "grade", "--solutions", str(FIXTURES)]
+            name = names[number % len(names)]
+            write(base / "batch", f"{name}-{number:02d}.ipynb", solved(name, COURSE))
+        grade = [python, "-m", "labkit.cli", "grade", "--solutions", str(COURSE)]
         (single, single_rc) = _timed([*grade, str(one), "--out", str(base / "out1")])
         (batch, batch_rc) = _timed(
             [*grade, str(base / "batch"), "--jobs", str(args.jobs), "--out", str(base / "out")]

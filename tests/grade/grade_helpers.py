@@ -17,6 +17,15 @@ from nbformat.v4 import new_code_cell
 from labkit.course import build
 
 FIXTURES = Path(__file__).parent / "fixtures" / "solutions"
+# The real course: its solution notebooks and the five that hold an exercise.
+COURSE = Path(__file__).resolve().parents[2] / "solutions"
+COURSE_EXERCISES = {
+    "03-ex1-sqlite-replay-store": "ex1",
+    "04-ex2-url-mode": "ex2",
+    "05-ex3-sqlite-notes": "ex3",
+    "06-ex4-symlink-policy": "ex4",
+    "07-ex5-legacy-adapter": "ex5",
+}
 NAMES = ("paths", "replay")
 
 # ex1 keyed by nonce alone: races, transactions and missing notes are right (every public
@@ -69,12 +78,13 @@ def learner(name: str) -> NotebookNode:
     return build.learner_copy(solution(name), name)
 
 
-def solved(name: str) -> NotebookNode:
+def solved(name: str, solutions: Path = FIXTURES) -> NotebookNode:
     """A learner copy whose answer cells hold the solution's code (a perfect hand-in)."""
-    nb = learner(name)
-    answers = {c.id: c.source for c in solution(name).cells if c.get("id")}
+    source = build.read_notebook(solutions / f"{name}.ipynb")
+    nb = build.learner_copy(source, name)
+    answers = {c.id: c.source for c in source.cells if c.get("id")}
     for cell in nb.cells:
-        if "answer" in cell.metadata.get("tags", []):
+        if build.ANSWER_TAG in cell.metadata.get("tags", []):
             cell.source = answers[cell.id]
     return nb
 

@@ -9,49 +9,27 @@ never passed.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from grade.grade_helpers import write
+from grade.grade_helpers import COURSE, COURSE_EXERCISES, solved, write
 from labkit import cli
-from labkit.course import build
 from labkit.grade.exercises import EXERCISES
 from labkit.grade.report import BatchReport, Outcome, SubmissionReport
 
-ROOT = Path(__file__).resolve().parents[2]
-SOLUTIONS = ROOT / "solutions"
-NOTEBOOKS = ROOT / "notebooks"
-EXERCISE_NOTEBOOKS = {
-    "03-ex1-sqlite-replay-store": "ex1",
-    "04-ex2-url-mode": "ex2",
-    "05-ex3-sqlite-notes": "ex3",
-    "06-ex4-symlink-policy": "ex4",
-    "07-ex5-legacy-adapter": "ex5",
-}
-
-
-def solved(stem: str) -> object:
-    solution = build.read_notebook(SOLUTIONS / f"{stem}.ipynb")
-    nb = build.learner_copy(solution, f"{stem}.ipynb")
-    answers = {c.id: c.source for c in solution.cells if c.get("id")}
-    for cell in nb.cells:
-        if build.ANSWER_TAG in cell.metadata.get("tags", []):
-            cell.source = answers[cell.id]
-    return nb
+NOTEBOOKS = COURSE.parent / "notebooks"
 
 
 @pytest.fixture(scope="module")
 def batch(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, BatchReport]:
     subs = tmp_path_factory.mktemp("course-submissions")
     out = tmp_path_factory.mktemp("course-grades")
-    for stem in EXERCISE_NOTEBOOKS:
-        write(subs / "solved", f"{stem}.ipynb", solved(stem))  # type: ignore[arg-type]
+    for stem in COURSE_EXERCISES:
+        write(subs / "solved", f"{stem}.ipynb", solved(stem, COURSE))
         fresh = subs / "fresh"
         fresh.mkdir(exist_ok=True)
         (fresh / f"{stem}.ipynb").write_bytes((NOTEBOOKS / f"{stem}.ipynb").read_bytes())
     code = cli.main(
-        ["grade", str(subs / "solved"), str(subs / "fresh"), "--solutions", str(SOLUTIONS)]
+        ["grade", str(subs / "solved"), str(subs / "fresh"), "--solutions", str(COURSE)]
         + ["--out", str(out), "--jobs", "2", "--timeout", "30"]
     )
     return code, BatchReport.model_validate_json((out / "batch.json").read_text())
@@ -66,10 +44,10 @@ def _reports(batch: BatchReport, stem: str) -> list[SubmissionReport]:
 def test_every_course_submission_was_graded(batch: tuple[int, BatchReport]) -> None:
     code, report = batch
     assert code == 0
-    assert report.errors == 0 and report.graded == 2 * len(EXERCISE_NOTEBOOKS)
+    assert report.errors == 0 and report.graded == 2 * len(COURSE_EXERCISES)
 
 
-@pytest.mark.parametrize(("stem", "exercise"), EXERCISE_NOTEBOOKS.items())
+@pytest.mark.parametrize(("stem", "exercise"), COURSE_EXERCISES.items())
 def test_solution_scores_full_marks_and_fresh_copy_zero(
     batch: tuple[int, BatchReport], stem: str, exercise: str
 ) -> None:
