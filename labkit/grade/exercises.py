@@ -46,8 +46,10 @@ class Exercise:
 
 EXERCISES: Final[Mapping[str, Exercise]] = {
     "ex1": Exercise("ex1", ("claim_and_delete",), "labkit.grade.hidden.ex1"),
+    "ex2": Exercise("ex2", ("url_elicitation",), "labkit.grade.hidden.ex2"),
     "ex3": Exercise("ex3", ("delete_note",), "labkit.grade.hidden.ex3"),
     "ex4": Exercise("ex4", ("resolve_inside",), "labkit.grade.hidden.ex4"),
+    "ex5": Exercise("ex5", ("to_legacy_requests",), "labkit.grade.hidden.ex5"),
 }
 
 

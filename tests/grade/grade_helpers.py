@@ -36,6 +36,30 @@ NONCE_ONLY = """def claim_and_delete(conn, principal, nonce, note_id, expires_at
         conn.execute("ROLLBACK")
         raise"""
 
+# ex2 gated by `"url" in elicitation`: right for every object (every public check passes), wrong
+# for the string "url" (a hidden check fails).
+STRING_GATE = """def url_elicitation(capabilities, message, url):
+    if "url" not in (capabilities.get("elicitation") or {}):
+        raise ProtocolError(
+            -32021, "URL mode needed", {"requiredCapabilities": {"elicitation": {"url": {}}}}
+        )
+    params = {"mode": "url", "message": message, "url": url}
+    return {"method": "elicitation/create", "params": params}"""
+
+# ex5 walking the keys sorted: the public checks' keys are already sorted, a hidden check's not.
+SORTED_KEYS = """def to_legacy_requests(input_requests, next_id, new_elicitation_id):
+    requests = []
+    for key in sorted(input_requests):
+        entry = input_requests[key]
+        request = {"jsonrpc": "2.0", "id": next_id(), "method": entry["method"]}
+        if "params" in entry:
+            params = dict(entry["params"])
+            if params.get("mode") == "url":
+                params["elicitationId"] = new_elicitation_id()
+            request["params"] = params
+        requests.append((key, request))
+    return requests"""
+
 
 def solution(name: str) -> NotebookNode:
     return build.read_notebook(FIXTURES / f"{name}.ipynb")

@@ -16,7 +16,17 @@ from typing import Any
 import pytest
 from nbformat.v4 import new_code_cell
 
-from grade.grade_helpers import FIXTURES, NONCE_ONLY, learner, solved, with_cell, with_source, write
+from grade.grade_helpers import (
+    FIXTURES,
+    NONCE_ONLY,
+    SORTED_KEYS,
+    STRING_GATE,
+    learner,
+    solved,
+    with_cell,
+    with_source,
+    write,
+)
 from labkit import cli
 from labkit.grade import report
 from labkit.grade.exercises import EXERCISES
@@ -45,11 +55,13 @@ def _reshaped() -> Any:
 def graded(tmp_path_factory: pytest.TempPathFactory) -> Graded:
     subs = tmp_path_factory.mktemp("submissions")
     out = tmp_path_factory.mktemp("grades")
-    for name in ("replay", "paths"):
+    for name in ("replay", "paths", "elicitation"):
         write(subs / "solved", f"{name}.ipynb", solved(name))
         write(subs / "fresh", f"{name}.ipynb", learner(name))
     write(subs / "more", "partial.ipynb", with_source(solved("replay"), "ex1-answer", NONCE_ONLY))
     write(subs / "more", "my-paths-final.ipynb", solved("paths"))
+    both = with_source(solved("elicitation"), "ex2-answer", STRING_GATE)
+    write(subs / "more", "partial-elicitation.ipynb", with_source(both, "ex5-answer", SORTED_KEYS))
     write(subs / "more", "reshaped.ipynb", _reshaped())
     broken = {
         "loop": "while True:\n    pass",
@@ -121,7 +133,7 @@ def test_solutions_score_full_marks(graded: Graded) -> None:
         s for s in _batch(out).submissions if s.status == "graded" and s.percent == 100
     ]
     files = {s.file for s in solved_reports}
-    assert {"replay.ipynb", "paths.ipynb", "my-paths-final.ipynb"} <= files
+    assert {"replay.ipynb", "paths.ipynb", "elicitation.ipynb", "my-paths-final.ipynb"} <= files
     for sub in solved_reports:
         assert all(c.outcome is Outcome.PASSED for e in sub.exercises for c in e.checks)
 
@@ -131,9 +143,9 @@ def test_fresh_learner_copies_score_zero_on_the_exercises(graded: Graded) -> Non
     fresh = [
         s
         for s in _batch(out).submissions
-        if s.percent < 100 and s.file in ("replay.ipynb", "paths.ipynb")
+        if s.percent < 100 and s.file in ("replay.ipynb", "paths.ipynb", "elicitation.ipynb")
     ]
-    assert len(fresh) == 2
+    assert len(fresh) == 3
     for sub in fresh:
         for exercise in sub.exercises:
             if exercise.id in EXERCISES:
@@ -161,6 +173,30 @@ def test_partial_submission_gets_exactly_its_partial_score(graded: Graded) -> No
     public_points = sum(c.max_points for c in public)
     assert (ex1.points, ex1.max_points) == (4.0 + public_points, 5.0 + public_points)
     assert (sub.points, sub.max_points) == (6.0 + public_points, 7.0 + public_points)
+
+
+def test_ex2_and_ex5_hidden_checks_see_what_the_public_ones_cannot(graded: Graded) -> None:
+    _, out, _ = graded
+    sub = _report(out, "partial-elicitation")
+    sections = {e.id: e for e in sub.exercises}
+    for exercise, failing, said in (
+        ("ex2", "non_object_elicitation_refused", "expected ProtocolError(-32021) for 'elicit"),
+        ("ex5", "several_entries_in_order", "expected the pairs in the map's order ['zeta_"),
+    ):
+        checks = sections[exercise].checks
+        assert [c for c in checks if not c.hidden]  # the public checks ran in the kernel too
+        wrong = {c.name: c for c in checks if c.outcome is not Outcome.PASSED}
+        assert list(wrong) == [f"{exercise}/{failing}"]
+        check = wrong[f"{exercise}/{failing}"]
+        assert check.hidden and check.outcome is Outcome.INCORRECT
+        assert check.message.startswith(said) and ", got " in check.message
+    fresh = next(
+        s for s in _batch(out).submissions if s.file == "elicitation.ipynb" and s.percent < 100
+    )
+    for section in fresh.exercises:
+        if section.id in ("ex2", "ex5"):
+            assert {c.outcome for c in section.checks} == {Outcome.NOT_ATTEMPTED}
+            assert any(c.hidden for c in section.checks)
 
 
 def test_renamed_notebook_is_matched_by_its_metadata(graded: Graded) -> None:
@@ -208,6 +244,7 @@ def test_feedback_has_no_ansi_no_hidden_source_and_no_false_all_passed(
 ) -> None:
     _, out, junit = graded
     secrets = ["def racing_claims", "os.fork", "_race(", "__labkit_checks__", "CHECKS ="]
+    secrets += ["def non_object_elicitation_refused", "_difference(", "_Source(", "MODELESS"]
     for path in [*out.iterdir(), junit]:
         text = path.read_text()
         assert not ANSI.search(text), path.name

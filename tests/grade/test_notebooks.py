@@ -83,6 +83,7 @@ def test_each_change_is_named_by_cell_id() -> None:
 def test_exercises_are_found_by_the_names_a_notebook_defines() -> None:
     assert [e.id for e in exercises_in(solution("replay"), EXERCISES)] == ["ex1"]
     assert [e.id for e in exercises_in(solution("paths"), EXERCISES)] == ["ex3", "ex4"]
+    assert [e.id for e in exercises_in(solution("elicitation"), EXERCISES)] == ["ex2", "ex5"]
 
 
 def test_hidden_check_tables_are_well_formed() -> None:
