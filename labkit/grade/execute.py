@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Final
 
 import nbformat
-from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
+from traitlets.config import Config
 
 DEFAULT_CELL_TIMEOUT: Final = 10
 KERNEL_NAME: Final = "python3"
@@ -83,25 +83,21 @@ def execute(path: Path, *, cell_timeout: int = DEFAULT_CELL_TIMEOUT) -> Executed
     started = datetime.now()
     with tempfile.TemporaryDirectory(prefix="labkit-execute-") as sockets:
         # IPC sockets in a private folder: no TCP port, no plain-text warning per start.
-        km = KernelManager(
-            kernel_name=KERNEL_NAME,
-            transport="ipc",
-            ip=str(Path(sockets) / "kernel"),
-            connection_file=str(Path(sockets) / "kernel.json"),
-        )
+        # nbclient owns the kernel manager it makes, so it also closes the client's sockets.
+        config = Config()
+        config.KernelManager.transport = "ipc"
+        config.KernelManager.ip = str(Path(sockets) / "kernel")
+        config.KernelManager.connection_file = str(Path(sockets) / "kernel.json")
         client = NotebookClient(
             nb,
-            km=km,
+            config=config,
+            kernel_name=KERNEL_NAME,
             timeout=cell_timeout,
             record_timing=True,
             store_widget_state=True,
             resources={"metadata": {"path": str(path.parent.resolve())}},
         )
-        try:
-            _run(client, path, cell_timeout)
-        finally:
-            if km.has_kernel:
-                km.shutdown_kernel(now=True)
+        _run(client, path, cell_timeout)
     elapsed = (datetime.now() - started).total_seconds()
     nb.metadata["kernelspec"] = {
         "name": KERNEL_NAME,
