@@ -236,6 +236,9 @@ def _run_course_execute(args: argparse.Namespace) -> int:
     _without_slow_format_checker()
     from labkit.grade.execute import ExecuteError, execute
 
+    if args.cell_timeout < 1:
+        print("labkit course execute: --cell-timeout must be at least 1 second", file=sys.stderr)
+        return 2
     paths = args.notebooks or sorted(Path("solutions").glob("*.ipynb"))
     if not paths:
         print("labkit course execute: no notebooks given and none in solutions/", file=sys.stderr)
