@@ -48,6 +48,7 @@ EXTRA_READ_ONLY: Final = ("/etc/passwd", "/etc/group")
 DEVICES_READ_WRITE: Final = ("/dev/null",)
 _PR_CAPBSET_DROP: Final = 24
 _PR_CAP_AMBIENT: Final = 47
+_PR_CAP_AMBIENT_RAISE: Final = 2
 _PR_CAP_AMBIENT_CLEAR_ALL: Final = 4
 _PR_SET_KEEPCAPS: Final = 8
 _CAP_DAC_READ_SEARCH: Final = 2
@@ -141,7 +142,10 @@ def become(uid: int, scratch: Path) -> None:
     the capability bypasses read permissions only, and Landlock still decides every open,
     open_by_handle_at included (it answers EACCES outside the granted paths). The scratch
     tree is handed to `uid` so the learner's code can write there; the bounding set is
-    emptied so nothing is regained through exec (Landlock also sets no_new_privs)."""
+    emptied so nothing is regained through exec (Landlock also sets no_new_privs). The one
+    capability is also ambient, so the processes a submission starts (Python interpreters,
+    like exercise 1's racers) can reach the same interpreter and their scratch copy, under
+    the same Landlock rules, and nothing more."""
     for directory, dirs, files in os.walk(scratch):
         os.chown(directory, uid, uid)
         for name in (*dirs, *files):
@@ -158,9 +162,11 @@ def become(uid: int, scratch: Path) -> None:
     header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
     keep = 1 << _CAP_DAC_READ_SEARCH
     # Two 32-bit words of (effective, permitted, inheritable); the capability is in word 0.
-    data = (ctypes.c_uint32 * 6)(keep, keep, 0, 0, 0, 0)
+    data = (ctypes.c_uint32 * 6)(keep, keep, keep, 0, 0, 0)
     if libc.capset(ctypes.byref(header), ctypes.byref(data)) != 0:
         raise LaunchError(f"could not set capabilities: {os.strerror(ctypes.get_errno())}")
+    if libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_RAISE, _CAP_DAC_READ_SEARCH, 0, 0) != 0:
+        raise LaunchError(f"could not keep read-search: {os.strerror(ctypes.get_errno())}")
 
 
 def confine(scratch: Path, mode: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -186,3 +187,45 @@ def test_a_flood_of_output_is_cut_in_the_grader(runner: KernelRunner, work: Path
     assert kept <= MAX_OUTPUT + len(TRUNCATED)
     assert run.cells[0].outputs[-1]["text"] == TRUNCATED
     assert run.cells[1].outputs[0]["text"] == "next\n"
+
+
+CHILD = """
+import ctypes, os
+libc = ctypes.CDLL(None)
+header = (ctypes.c_uint32 * 2)(0x20080522, 0)
+data = (ctypes.c_uint32 * 6)()
+libc.capget(ctypes.byref(header), ctypes.byref(data))
+ambient = libc.prctl(47, 1, 2, 0, 0)  # PR_CAP_AMBIENT_IS_SET, CAP_DAC_READ_SEARCH
+print(hex(data[0] | data[3] << 32), ambient, os.getuid())
+try:
+    open(HIDDEN).read()
+    print("read")
+except PermissionError:
+    print("refused")
+"""
+
+
+def test_a_child_process_keeps_only_read_search_and_the_same_confinement(
+    runner: KernelRunner, work: Path
+) -> None:
+    # Exercise 1's racers are Python processes the submission starts: they must reach the
+    # interpreter and the scratch copy wherever those live (a checkout under a 0700 folder),
+    # with no more power than the kernel itself.
+    scratch = Path(tempfile.mkdtemp(dir=work, prefix="sub-"))
+    code = CHILD.replace("HIDDEN", repr(str(HIDDEN)))
+    cell = (
+        "import subprocess, sys\n"
+        f"done = subprocess.run([sys.executable, '-c', {code!r}], capture_output=True, text=True)\n"
+        "print(done.stdout + done.stderr)"
+    )
+    run = runner.run(scratch, [cell])
+    assert run.cells[0].status is CellStatus.OK, run.cells[0]
+    text = run.cells[0].outputs[0]["text"]
+    assert text.count("\n") >= 2 and "Error" not in text, text
+    effective, ambient, uid = text.split("\n")[0].split()[:3]
+    assert uid != "0"
+    if os.geteuid() == 0:  # the launcher became `nobody`, keeping read-search only
+        assert (int(effective, 16), ambient) == (1 << 2, "1"), text
+    else:
+        assert int(effective, 16) == 0, text
+    assert "refused" in text  # Landlock still binds the child
