@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import itertools
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -622,6 +623,49 @@ def test_http_ending_a_session_ends_its_waiting_call(endpoint: Endpoint) -> None
     late = post(endpoint, reply(events[0], {"action": "accept"}), **session)
     assert late.status_code == 404
     assert "note-14" in endpoint.lab.ids()
+
+
+def test_http_a_client_that_goes_away_ends_its_waiting_call(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A client that disconnects while a form waits will never answer: the call ends at once
+    # (no slot held until the answer timeout), nothing is deleted, and the session lives on.
+    lab = build_lab()
+    sessions = LegacyHttp(lab.server, answer_seconds=600)
+    app = create_app(lab.server, demo_authenticator(), legacy=sessions)
+    with serving(app) as url, httpx.Client(timeout=30) as http:
+        e = Endpoint(url, http, FakeClock(), lab)
+        session_id = post(e, initialize_message()).headers["mcp-session-id"]
+        session = {"mcp-session-id": session_id}
+        with caplog.at_level("INFO", logger="labkit.transports.http"):
+            with http.stream(
+                "POST",
+                url,
+                json=legacy_call(7, "notes_delete", dict(TPS)),
+                headers={
+                    "authorization": "Bearer demo-alice",
+                    "accept": "application/json, text/event-stream",
+                    **session,
+                },
+            ) as stream:
+                for text in stream.iter_lines():
+                    if text.startswith("data: "):
+                        form = json.loads(text[len("data: ") :])
+                        # The call waits for this answer: then the client hangs up.
+                        assert sessions.sessions[session_id].waiting
+                        break
+            assert form["method"] == "elicitation/create"
+            deadline = time.monotonic() + 10
+            while sessions.sessions[session_id].waiting and time.monotonic() < deadline:
+                time.sleep(0.05)
+        assert not sessions.sessions[session_id].waiting, "the call still waits for a gone client"
+        assert any("went away" in r.getMessage() for r in caplog.records)
+        late = post(
+            e, reply(form, {"action": "accept", "content": {"note_id": "note-14"}}), **session
+        )
+        assert late.status_code == 202  # a stray answer: dropped, not fatal
+        assert "note-14" in lab.ids()
+        assert post(e, {"jsonrpc": "2.0", "id": 9, "method": "ping"}, **session).status_code == 200
 
 
 def test_a_handler_that_only_ever_says_retry_later_is_bounded() -> None:

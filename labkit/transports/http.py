@@ -100,7 +100,7 @@ class McpEndpoint:
             await _send(send, reject.status, reject.text.encode(), reject.headers, "text/plain")
             return
         if callable(answer):  # a legacy session's response writes itself (JSON or a stream)
-            await answer(send)
+            await _until_disconnect(answer, send, receive)
             return
         status, body = answer
         if body is None:
@@ -225,6 +225,34 @@ class McpEndpoint:
             SERVER_BUSY, "Request timed out; it may still complete. Retry with care."
         )
         return error_response(raw_id if is_request_id(raw_id) else None, timeout)
+
+
+async def _until_disconnect(respond: Streamed, send: Send, receive: Receive) -> None:
+    """Run a response that writes itself, but stop when its client goes away: a legacy call's
+    stream waits on the client between events, and a client that disconnected will never
+    answer, so the call ends now instead of holding its slot until the answer timeout. The
+    request body has been read in full, so the next message `receive` gives is the
+    disconnect (or nothing, until the response is complete)."""
+    complete = False
+
+    async def tracked(message: Any) -> None:
+        nonlocal complete
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            complete = True
+        await send(message)
+
+    async with anyio.create_task_group() as group:
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            if not complete:
+                log.info("the client went away during a streamed response; ending it")
+                group.cancel_scope.cancel()
+
+        group.start_soon(watch)
+        await respond(tracked)
+        group.cancel_scope.cancel()
 
 
 class _EventStream(bytes):
