@@ -456,6 +456,20 @@ def post(e: Endpoint, message: Any, token: str = "demo-alice", **headers: str) -
     )
 
 
+def call_stream(e: Endpoint, session: dict[str, str]) -> Any:
+    """The SSE stream of a legacy notes_delete call (id 7) on `session`."""
+    return e.http.stream(
+        "POST",
+        e.url,
+        json=legacy_call(7, "notes_delete", dict(TPS)),
+        headers={
+            "authorization": "Bearer demo-alice",
+            "accept": "application/json, text/event-stream",
+            **session,
+        },
+    )
+
+
 def test_http_initialize_mints_a_session_and_delete_ends_it(endpoint: Endpoint) -> None:
     first = post(endpoint, initialize_message())
     assert first.status_code == 200 and first.headers["mcp-session-id"] == "sess-1"
@@ -547,16 +561,7 @@ def test_http_modern_requests_are_untouched_by_the_legacy_layer(endpoint: Endpoi
 def test_http_call_needing_input_streams_requests_then_the_result(endpoint: Endpoint) -> None:
     session = {"mcp-session-id": post(endpoint, initialize_message()).headers["mcp-session-id"]}
     events: list[dict[str, Any]] = []
-    with endpoint.http.stream(
-        "POST",
-        endpoint.url,
-        json=legacy_call(7, "notes_delete", dict(TPS)),
-        headers={
-            "authorization": "Bearer demo-alice",
-            "accept": "application/json, text/event-stream",
-            **session,
-        },
-    ) as stream:
+    with call_stream(endpoint, session) as stream:
         assert stream.headers["content-type"] == "text/event-stream"
         for text in stream.iter_lines():
             if not text.startswith("data: "):
@@ -596,16 +601,7 @@ def test_legacy_call_state_is_per_call() -> None:
 def test_http_ending_a_session_ends_its_waiting_call(endpoint: Endpoint) -> None:
     session = {"mcp-session-id": post(endpoint, initialize_message()).headers["mcp-session-id"]}
     events: list[dict[str, Any]] = []
-    with endpoint.http.stream(
-        "POST",
-        endpoint.url,
-        json=legacy_call(7, "notes_delete", dict(TPS)),
-        headers={
-            "authorization": "Bearer demo-alice",
-            "accept": "application/json, text/event-stream",
-            **session,
-        },
-    ) as stream:
+    with call_stream(endpoint, session) as stream:
         for text in stream.iter_lines():
             if not text.startswith("data: "):
                 continue
@@ -638,16 +634,7 @@ def test_http_a_client_that_goes_away_ends_its_waiting_call(
         session_id = post(e, initialize_message()).headers["mcp-session-id"]
         session = {"mcp-session-id": session_id}
         with caplog.at_level("INFO", logger="labkit.transports.http"):
-            with http.stream(
-                "POST",
-                url,
-                json=legacy_call(7, "notes_delete", dict(TPS)),
-                headers={
-                    "authorization": "Bearer demo-alice",
-                    "accept": "application/json, text/event-stream",
-                    **session,
-                },
-            ) as stream:
+            with call_stream(e, session) as stream:
                 for text in stream.iter_lines():
                     if text.startswith("data: "):
                         form = json.loads(text[len("data: ") :])

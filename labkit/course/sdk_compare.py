@@ -57,7 +57,7 @@ from pydantic import BaseModel, Field, create_model
 
 from labkit import forms, messages
 from labkit.course.host import Host, McpError, Pending
-from labkit.deployment import DEMO_ALLOWLIST, DEMO_NOTES, create_server
+from labkit.deployment import DEMO_ALLOWLIST, DEMO_NOTES, create_server, demo_notes
 from labkit.scope import (
     AllowlistAuthorizer,
     Authorizer,
@@ -196,13 +196,6 @@ class Lab:
     serve: Callable[[BinaryIO, BinaryIO], None]
 
 
-def demo_store() -> MemoryNoteStore:
-    notes = MemoryNoteStore()
-    for note_id, uri, title in DEMO_NOTES:
-        notes.add(note_id, uri, title)
-    return notes
-
-
 def labkit_lab(
     notes: MemoryNoteStore | None = None,
     *,
@@ -210,7 +203,7 @@ def labkit_lab(
     replay: MemoryReplayStore | None = None,
 ) -> Lab:
     """labkit's deployment (alice's stdio connection, the 2025-11-25 adapter switched on)."""
-    notes = notes if notes is not None else demo_store()
+    notes = notes if notes is not None else demo_notes()
     server: Server = create_server(
         keys=keys if keys is not None else KeyRing([os.urandom(32)]),
         notes=notes,
@@ -226,7 +219,7 @@ def labkit_lab(
 
 def sdk_lab(notes: MemoryNoteStore | None = None, *, keys: Sequence[bytes] | None = None) -> Lab:
     """The SDK deployment of the same tool, same notes, same allowlist, same principal."""
-    notes = notes if notes is not None else demo_store()
+    notes = notes if notes is not None else demo_notes()
     mcp = build_sdk_server(notes, AllowlistAuthorizer(DEMO_ALLOWLIST), PRINCIPAL, keys=keys)
     # `MCPServer.run_stdio_async` serves the process's own stdio; a connection on other pipes
     # runs the underlying server the same way (the SDK's in-memory transport reaches it so too).
@@ -594,7 +587,7 @@ def _race(kind: Kind) -> Outcome:
 def _two_instances(kind: Kind, *, shared_keys: bool) -> Outcome:
     """Round one on one server object, the retry on another over the same notes (and, for
     labkit, the same replay store): with its own key, or with one key ring for both."""
-    notes = demo_store()
+    notes = demo_notes()
     secret = os.urandom(32)
     if kind == "labkit":
         replay = MemoryReplayStore()
@@ -812,7 +805,7 @@ def time_round_trips(seconds: float = 2.0, batch: int = 10) -> list[Timing]:
 
 
 def _in_process(budget: float, batch: int) -> list[Timing]:
-    labkit_notes = demo_store()
+    labkit_notes = demo_notes()
     server = create_server(
         keys=KeyRing([os.urandom(32)]),
         notes=labkit_notes,
@@ -833,7 +826,7 @@ def _in_process(budget: float, batch: int) -> list[Timing]:
             _restore(labkit_notes)
         return time.perf_counter() - started
 
-    sdk_notes = demo_store()
+    sdk_notes = demo_notes()
     mcp = build_sdk_server(sdk_notes, AllowlistAuthorizer(DEMO_ALLOWLIST), PRINCIPAL)
     sdk = Lab("sdk", sdk_notes, lambda stdin, stdout: None)
     labkit_total = Timing("each library in process", "labkit", 0, 0.0)

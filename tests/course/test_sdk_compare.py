@@ -21,14 +21,13 @@ from labkit.course.sdk_compare import (
     choice_model,
     code_lines,
     compare,
-    demo_store,
     make_lab,
     question_key,
     render_table,
     sizes,
     time_round_trips,
 )
-from labkit.deployment import DEMO_ALLOWLIST
+from labkit.deployment import DEMO_ALLOWLIST, demo_notes
 from labkit.scope import AllowlistAuthorizer
 
 CANDIDATES = [("note-3", "TPS report 2023"), ("note-14", "TPS report 2025")]
@@ -55,7 +54,7 @@ def test_the_choice_model_refuses_a_note_that_was_not_offered() -> None:
 
 
 async def _call(principal: str, workspace: str, actions: list[str]) -> tuple[str, list[str]]:
-    notes = demo_store()
+    notes = demo_notes()
     server = build_sdk_server(notes, AllowlistAuthorizer(DEMO_ALLOWLIST), principal)
     async with Client(
         server, mode="2026-07-28", elicitation_callback=Scripted(actions), cache=None
@@ -90,7 +89,7 @@ def test_the_sdk_tool_in_process(
 
 
 def test_the_sdk_tool_re_checks_the_live_note_before_deleting() -> None:
-    notes = demo_store()
+    notes = demo_notes()
     server = build_sdk_server(notes, AllowlistAuthorizer(DEMO_ALLOWLIST), "alice")
 
     async def move_then_accept(
