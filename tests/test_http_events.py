@@ -8,15 +8,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 from helpers import KEY_A, check_wire, request
-from test_http import post, serving
+from test_http import post, routing_headers, serving
 
 from labkit.conformance import AnonymousAuthenticator, conformance_server
+from labkit.server import Request, Server
 from labkit.state import KeyRing
 from labkit.transports.http import create_app
 
@@ -140,3 +142,49 @@ def test_serve_conformance_profile_over_stdio_registers_the_fixtures() -> None:
     discover, read = (json.loads(line) for line in proc.stdout.splitlines())
     assert set(discover["result"]["capabilities"]) >= {"prompts", "resources", "completions"}
     assert read["result"]["contents"][0]["text"].startswith("This is the content")
+
+
+class HeldProgress:
+    """A tool that reports progress, then waits until the client has seen that report (or
+    5 s pass) before it answers: it can only say "released" if the report left at once."""
+
+    name = "held_progress"
+
+    def __init__(self) -> None:
+        self.seen = threading.Event()
+
+    def descriptor(self) -> dict[str, Any]:
+        return {"name": self.name, "description": "progress, then wait", "inputSchema": {}}
+
+    def call(self, request: Request, arguments: dict[str, Any]) -> dict[str, Any]:
+        params = {"progressToken": "live", "progress": 1, "total": 2}
+        request.context.emit("notifications/progress", params)
+        released = self.seen.wait(5)
+        return {"content": [{"type": "text", "text": "released" if released else "held"}]}
+
+
+def test_progress_leaves_while_the_call_is_still_running(http: httpx.Client) -> None:
+    tool = HeldProgress()
+    server = Server([tool])
+    message = request(8, "tools/call", {"name": tool.name, "arguments": {}})
+    with serving(create_app(server, AnonymousAuthenticator())) as endpoint:
+        headers = {"accept": BOTH, "content-type": "application/json", **routing_headers(message)}
+        with http.stream("POST", endpoint, json=message, headers=headers) as stream:
+            assert stream.headers["content-type"] == "text/event-stream"
+            payloads = []
+            for line in stream.iter_lines():
+                if line.startswith("data: "):
+                    payloads.append(json.loads(line[len("data: ") :]))
+                    tool.seen.set()  # the call is still waiting for this
+    assert [p.get("method") for p in payloads] == ["notifications/progress", None]
+    assert payloads[-1]["id"] == 8
+    assert payloads[-1]["result"]["content"][0]["text"] == "released"
+
+
+def test_a_call_in_a_thread_that_notifies_nothing_is_plain_json(http: httpx.Client) -> None:
+    server = conformance_server(keys=KeyRing([KEY_A]))
+    message = request(9, "tools/call", {"name": "test_simple_text", "arguments": {}})
+    with serving(create_app(server, AnonymousAuthenticator())) as endpoint:
+        answer = post(http, endpoint, message, headers={"accept": BOTH})
+    assert answer.headers["content-type"].startswith("application/json")
+    assert answer.json()["id"] == 9

@@ -6,8 +6,10 @@ HTTP statuses (`labkit.errors.http_status`). Stateless: `Mcp-Session-Id` and `La
 are never read, minted or echoed (PROTOCOL.md, "Streamable HTTP at 2026-07-28"). A response is
 `application/json`, unless the handler sent notifications for the request (progress) and the
 client accepts `text/event-stream`: then the notifications and the response travel as SSE
-events on the POST's own response, in that order. The core runs to completion before the
-response starts, so the events arrive together, right before the result.
+events on the POST's own response, in that order. A call run in a worker thread (tools/call
+and the other blocking methods) streams each notification as the handler sends it; nothing is
+sent before the first one, so a call that notifies nothing is plain JSON with its own HTTP
+status. A client that goes away mid-stream ends the wait (the thread finishes on its own).
 
 The endpoint is a plain ASGI callable mounted in a Starlette app: the per-request work is a
 few header lookups and one core call, so no request object or middleware stack is built.
@@ -142,25 +144,55 @@ class McpEndpoint:
         if mismatch is not None:
             request_id = raw_id if is_request_id(raw_id) else None
             return http_status(mismatch.code), encode(error_response(request_id, mismatch))
-        # Notifications a handler sends for this request, when the client can take a stream.
-        notes: list[dict[str, Any]] = []
         streams = wants_event_stream(fields.get("accept"))
+        method = message.get("method") if isinstance(message, dict) else None
+        if method in self.blocking_methods and raw_id is not None:
+            if streams:
+                return await self._handle_live(message, principal, deadline, raw_id)
+            context = RequestContext(principal=principal, transport="http")
+            return _plain(await self._handle_in_thread(message, context, deadline, raw_id), [])
+        # Answered inline (a notification dispatches nothing): what the handler notified
+        # goes out ahead of the response when the client can take a stream.
+        notes: list[dict[str, Any]] = []
         context = RequestContext(
             principal=principal, transport="http", notify=notes.append if streams else None
         )
-        method = message.get("method") if isinstance(message, dict) else None
-        # A notification is answered by the core at once (it dispatches nothing): no thread.
-        if method in self.blocking_methods and raw_id is not None:
-            response = await self._handle_in_thread(message, context, deadline, raw_id)
-        else:
-            response = self.server.handle(message, context)
-        if response is None:  # a notification, accepted and dropped by the core
-            return 202, None
-        if notes:
-            # The status line goes out before the stream: 200, whatever the response says.
-            return 200, _EventStream(b"".join(map(event, [*notes, response])))
-        error = response.get("error")
-        return (http_status(error["code"]) if error else 200), encode(response)
+        return _plain(self.server.handle(message, context), notes)
+
+    async def _handle_live(
+        self, message: Any, principal: str, deadline: float, raw_id: Any
+    ) -> tuple[int, bytes | None] | Streamed:
+        """A call in a worker thread whose client takes a stream: each notification the
+        handler sends (progress) goes out as it happens, then the response. Until the first
+        one nothing is sent, so a call that notifies nothing is plain JSON with its status."""
+        loop = asyncio.get_running_loop()
+        notes: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+        def notify(note: dict[str, Any]) -> None:  # called from the worker thread
+            loop.call_soon_threadsafe(notes.put_nowait, note)
+
+        context = RequestContext(principal=principal, transport="http", notify=notify)
+        worker = asyncio.ensure_future(self._handle_in_thread(message, context, deadline, raw_id))
+        first = await _next_note(notes, worker)
+        if first is None:
+            return _plain(worker.result(), [])
+
+        async def respond(send: Send) -> None:
+            try:
+                await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+                note: dict[str, Any] | None = first
+                while note is not None:
+                    await send(
+                        {"type": "http.response.body", "body": event(note), "more_body": True}
+                    )
+                    note = await _next_note(notes, worker)
+                response = worker.result()
+                final = event(response) if response is not None else b""
+                await send({"type": "http.response.body", "body": final})
+            finally:
+                worker.cancel()  # the client went away: stop waiting (the thread finishes alone)
+
+        return respond
 
     def _check_host_and_origin(self, scope: Scope, fields: dict[str, str]) -> None:
         """DNS-rebinding protection: a page on evil.example resolved to 127.0.0.1 still sends
@@ -225,6 +257,39 @@ class McpEndpoint:
             SERVER_BUSY, "Request timed out; it may still complete. Retry with care."
         )
         return error_response(raw_id if is_request_id(raw_id) else None, timeout)
+
+
+def _plain(
+    response: dict[str, Any] | None, notes: list[dict[str, Any]]
+) -> tuple[int, bytes | None]:
+    if response is None:  # a notification, accepted and dropped by the core
+        return 202, None
+    if notes:
+        # The status line goes out before the stream: 200, whatever the response says.
+        return 200, _EventStream(b"".join(map(event, [*notes, response])))
+    error = response.get("error")
+    return (http_status(error["code"]) if error else 200), encode(response)
+
+
+async def _next_note(
+    notes: asyncio.Queue[dict[str, Any]], worker: asyncio.Future[Any]
+) -> dict[str, Any] | None:
+    """The next notification of a call, or None once the call has finished and every
+    notification it sent has been taken. (The worker thread schedules each notification on
+    the loop before its own completion, so none is left behind when it is done.)"""
+    if not notes.empty():
+        return notes.get_nowait()
+    if worker.done():
+        return None
+    getter = asyncio.ensure_future(notes.get())
+    try:
+        await asyncio.wait({getter, worker}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not getter.done():
+            getter.cancel()
+    if getter.done() and not getter.cancelled():
+        return getter.result()
+    return notes.get_nowait() if not notes.empty() else None
 
 
 async def _until_disconnect(respond: Streamed, send: Send, receive: Receive) -> None:
