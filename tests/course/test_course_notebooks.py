@@ -25,6 +25,7 @@ import pytest
 
 from labkit.course import build
 from labkit.grade.execute import cell_times, execute
+from labkit.grade.exercises import EXERCISES
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions"
@@ -40,13 +41,6 @@ COURSE = {
     "06-ex4-symlink-policy.ipynb": "ex4",
     "07-ex5-legacy-adapter.ipynb": "ex5",
     "08-ship-it.ipynb": None,
-}
-CONTRACTS = {
-    "ex1": "claim_and_delete",
-    "ex2": "url_elicitation",
-    "ex3": "delete_note",
-    "ex4": "resolve_inside",
-    "ex5": "to_legacy_requests",
 }
 # The pictures the course promises, by notebook.
 DIAGRAMS = ("01-", "02-", "06-", "07-")
@@ -181,7 +175,7 @@ def test_exercise_notebook_has_its_parts(name: str, exercise: str) -> None:
     nb = load(SOLUTIONS / name)
     sources = [c.source for c in code_cells(nb)]
     assert any(re.search(rf"check\(\s*['\"]{exercise}['\"]\s*\)", s) for s in sources), name
-    assert any(f"def {CONTRACTS[exercise]}(" in s for s in sources), name
+    assert any(f"def {EXERCISES[exercise].contract[0]}(" in s for s in sources), name
     assert any("quiz(" in s for s in sources), f"{name}: no quiz"
     assert any("Predict before you run" in m for m in markdown(nb)), f"{name}: no prediction"
     assert any(f'hint("{exercise}")' in m or f"hint('{exercise}')" in m for m in markdown(nb)), (
