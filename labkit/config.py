@@ -32,7 +32,7 @@ from labkit.state import KeyRing, key_problem, parse_key_file
 from labkit.stores import DEFAULT_CAPACITY, DEFAULT_PER_PRINCIPAL, NoteStore, ReplayStore
 from labkit.stores.consent import ConsentStore, MemoryConsentStore, SqliteConsentStore
 from labkit.stores.filesystem import SymlinkPolicy
-from labkit.stores.open import StoreOpenError, open_stores, spec_file
+from labkit.stores.open import StoreOpenError, UnsafeLayout, check_layout, open_stores, spec_file
 from labkit.stores.sql import DEFAULT_SCHEMA, SCHEMA_PATTERN
 from labkit.transports.limits import (
     DEFAULT_HEAD_TIMEOUT_SECONDS,
@@ -238,6 +238,10 @@ class Config:
         store that cannot be opened (a missing directory, a database that is down) is
         `StoreUnavailable` (an environment problem, not a configuration one)."""
         notes, replay = self.store_specs()
+        try:
+            check_layout(notes, replay)
+        except UnsafeLayout as exc:
+            raise ConfigError("stores.replay", str(exc)) from None
         if self.settings.stores.notes == "filesystem":
             try:
                 self.state_dir().mkdir(mode=0o700, parents=True, exist_ok=True)

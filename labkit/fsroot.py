@@ -4,8 +4,10 @@ Owns: opening an authorized root once (`O_DIRECTORY | O_NOFOLLOW`) and re-checki
 identity on every call; reaching directories beneath it with `openat2` (syscall 437 through
 ctypes, `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV`)
 or, where openat2 is missing, a component walk with `O_NOFOLLOW` on every step; stat, read
-and unlink relative to the parent descriptor; a bounded listing; and the user-space symlink
-resolution of the "within_root" policy (the algorithm of Go's `os.Root`).
+and unlink relative to the parent descriptor; a bounded listing; the user-space symlink
+resolution of the "within_root" policy (the algorithm of Go's `os.Root`); and the one seam
+where an OS error becomes a `Refused` (this path will not do) or `Unavailable` (descriptors,
+memory or the disk failed: a passing condition, never "no such file").
 
 Why descriptors: resolve-then-act by path string is a race. An attacker who swaps a
 directory for a symlink between `realpath` and `unlink(path)` deletes outside the root
@@ -77,6 +79,35 @@ _ERRNO_KINDS: Final[dict[int, RefusalKind]] = {
 }
 
 
+# What the process or the disk ran out of, or an I/O failure: not a refusal of this path but a
+# condition that passes. Reported as `Unavailable`, never as "missing" (an empty listing).
+TRANSIENT_ERRNOS: Final = frozenset(
+    {
+        errno.EMFILE,
+        errno.ENFILE,
+        errno.EIO,
+        errno.ENOSPC,
+        errno.EDQUOT,
+        errno.ENOMEM,
+        errno.ENOBUFS,
+        errno.EAGAIN,
+        errno.EINTR,
+        errno.EROFS,
+    }
+)
+
+
+class Unavailable(Exception):
+    """An operation that failed for a reason that is not the path's (descriptors spent, an
+    I/O error, a full disk). Deliberately not a `Refused`: nothing may read it as "no such
+    note". `errno` is the cause."""
+
+    def __init__(self, errno_: int, what: str) -> None:
+        super().__init__(f"{what}: {os.strerror(errno_)}")
+        self.errno = errno_
+        self.reason = str(self)
+
+
 class Refused(Exception):
     """An operation the root will not perform. `kind` is for callers, `reason` for logs."""
 
@@ -90,9 +121,12 @@ class Refused(Exception):
         return f"Refused({self.kind!r}, {self.reason!r})"
 
 
-def _refusal(exc: OSError, what: str) -> Refused:
-    """The one seam where an OS error becomes a refusal."""
+def _refusal(exc: OSError, what: str) -> Refused | Unavailable:
+    """The one seam where an OS error becomes a refusal (or, for a transient condition of the
+    process or the disk, `Unavailable`)."""
     code = exc.errno or 0
+    if code in TRANSIENT_ERRNOS:
+        return Unavailable(code, what)
     return Refused(_ERRNO_KINDS.get(code, "error"), f"{what}: {os.strerror(code)}", code)
 
 
@@ -381,8 +415,11 @@ class Scan:
             subdirs: list[Parts] = []
             try:
                 with self._root.directory(parts) as dirfd:
-                    with os.scandir(dirfd) as it:
-                        entries = sorted(it, key=lambda e: e.name)
+                    try:
+                        with os.scandir(dirfd) as it:
+                            entries = sorted(it, key=lambda e: e.name)
+                    except OSError as exc:
+                        raise _refusal(exc, "/".join(parts) or ".") from None
                     for entry in entries:
                         self.examined += 1
                         if self.examined > self._max_entries:
@@ -463,6 +500,8 @@ class Root:
             st = os.fstat(self._fd)
             at_path = os.stat(self.path, follow_symlinks=False)
         except OSError as exc:
+            if exc.errno in TRANSIENT_ERRNOS:
+                raise Unavailable(exc.errno or 0, f"root {self.path}") from None
             raise Refused("root_changed", f"root {self.path}: {exc.strerror}") from None
         expected = (self.dev, self.ino)
         if (st.st_dev, st.st_ino) != expected or st.st_nlink == 0:

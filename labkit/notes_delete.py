@@ -35,10 +35,12 @@ from labkit.stores import (
     Claim,
     Confirmation,
     Deletion,
+    FaultLog,
     Note,
     NoteStore,
     ReplayStore,
     StoreBusy,
+    StoreError,
     commit_deletion,
 )
 
@@ -54,6 +56,22 @@ _ACTIONS: Final = frozenset(ACTIONS)
 _ARGUMENT_NAMES: Final = frozenset({"workspaceUri", "title"})
 STATE_ERROR: Final = "Invalid, expired or already used requestState"
 STORE_BUSY_ERROR: Final = "The note store is busy; nothing was done. Try again shortly."
+STORE_UNAVAILABLE_ERROR: Final = (
+    "The note store is unavailable for now (its disk or database failed); try the same "
+    "request again shortly: it completes, or reports what happened."
+)
+# One log line per store condition while it lasts, shared by the tools of this process.
+STORE_FAULTS: Final = FaultLog()
+
+
+def store_error(exc: StoreError) -> ProtocolError:
+    """The -32001 a store failure answers (HTTP 503 with Retry-After): never an internal
+    error, an empty result or a replay. The cause goes to the log, once per condition."""
+    STORE_FAULTS.failed(exc)
+    message = STORE_BUSY_ERROR if isinstance(exc, StoreBusy) else STORE_UNAVAILABLE_ERROR
+    return ProtocolError(SERVER_BUSY, message)
+
+
 OUTSIDE_ERROR: Final = "workspaceUri is not a workspace this principal may use"
 
 _DESCRIPTOR: Final = json.dumps(
@@ -219,13 +237,16 @@ class NotesDelete:
         params = request.params
         try:
             if "requestState" in params or "inputResponses" in params:
-                return self._retry(params, binding, root, workspace, title)
-            return self._ask(binding, workspace, title)
-        except StoreBusy as exc:
-            # Nothing happened, and the same request may be sent again: the busy error, not
-            # an internal one (which would read as a bug) and not a replay refusal.
-            log.warning("store busy: %s", exc)
-            raise ProtocolError(SERVER_BUSY, STORE_BUSY_ERROR) from None
+                result = self._retry(params, binding, root, workspace, title)
+            else:
+                result = self._ask(binding, workspace, title)
+        except StoreError as exc:
+            # Nothing happened (or a pending claim records what was in flight), and the same
+            # request may be sent again: the busy error, not an internal one (which would
+            # read as a bug), not "no note found" and not a replay refusal.
+            raise store_error(exc) from None
+        STORE_FAULTS.succeeded()
+        return result
 
     def _arguments(self, arguments: dict[str, Any]) -> tuple[Path, str]:
         if not arguments.keys() <= _ARGUMENT_NAMES:

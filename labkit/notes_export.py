@@ -23,11 +23,17 @@ from typing import Any, Final, NoReturn, Protocol
 
 from labkit.consent import ConsentService, require_url_elicitation, url_elicitation
 from labkit.errors import INTERNAL_ERROR, INVALID_PARAMS, SERVER_BUSY, ProtocolError
-from labkit.notes_delete import OUTSIDE_ERROR, STATE_ERROR, parse_workspace
+from labkit.notes_delete import (
+    OUTSIDE_ERROR,
+    STATE_ERROR,
+    STORE_FAULTS,
+    parse_workspace,
+    store_error,
+)
 from labkit.scope import Authorizer, authorize, format_file_uri
 from labkit.server import Request
 from labkit.state import Binding, InvalidState, StateSigner, digest
-from labkit.stores import Claim, Note, NoteStore, ReplayStore
+from labkit.stores import Claim, Note, NoteStore, ReplayStore, StoreError
 
 log = logging.getLogger("labkit.notes_export")
 
@@ -139,6 +145,16 @@ class NotesExport:
         return result
 
     def call(self, request: Request, arguments: dict[str, Any]) -> dict[str, Any]:
+        try:
+            result = self._call(request, arguments)
+        except StoreError as exc:
+            # A note, replay or consent store that failed (a full disk, no descriptors, a
+            # locked database): -32001, never -32603 with a traceback or an empty export.
+            raise store_error(exc) from None
+        STORE_FAULTS.succeeded()
+        return result
+
+    def _call(self, request: Request, arguments: dict[str, Any]) -> dict[str, Any]:
         uri = self._workspace_argument(arguments)
         principal = request.context.principal
         workspace = parse_workspace(uri)

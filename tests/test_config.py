@@ -256,7 +256,8 @@ def test_bare_filesystem_keeps_its_journal_beside_a_sqlite_replay_database(
 
 
 def test_bare_filesystem_uses_server_state_dir_relative_to_the_config(tmp_path: Path) -> None:
-    config = filesystem_config(tmp_path, "memory", '\nstate_dir = "var/labkit"')
+    replay = f"sqlite://{tmp_path}/replay.db"  # persistent notes need persistent claims
+    config = filesystem_config(tmp_path, replay, '\nstate_dir = "var/labkit"')
     assert config.state_dir() == tmp_path / "var" / "labkit"
     result = delete_only_note(config, tmp_path / "srv" / "notes")
     assert result["structuredContent"]["deleted"] is True

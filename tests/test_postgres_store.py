@@ -17,7 +17,14 @@ from psycopg import sql
 from store_backends import require_postgres, unique_schema
 
 from labkit.clock import FakeClock
-from labkit.stores import Claim, Confirmation, Deletion, StoreBusy, commit_deletion
+from labkit.stores import (
+    Claim,
+    Confirmation,
+    Deletion,
+    StoreBusy,
+    StoreUnavailable,
+    commit_deletion,
+)
 from labkit.stores.postgres import MAX_ATTEMPTS, PostgresStore
 
 pytestmark = pytest.mark.postgres
@@ -167,8 +174,11 @@ def test_a_concurrent_stale_winner_does_not_burn_the_nonce(
 
 
 def test_an_unreachable_server_fails_clearly() -> None:
-    with pytest.raises(psycopg.OperationalError, match="127.0.0.1"):
+    # A server that is down is the store being unavailable (-32001 at run time), with the
+    # driver's error as the cause.
+    with pytest.raises(StoreUnavailable, match="127.0.0.1") as caught:
         PostgresStore("postgresql://postgres@127.0.0.1:1/test", connect_timeout=2)
+    assert isinstance(caught.value.__cause__, psycopg.OperationalError)
 
 
 @pytest.mark.parametrize("schema", ["", "Labkit", "1st", "a-b", 'x"; DROP', "x" * 64])

@@ -2,7 +2,9 @@
 
 Owns: mapping workspace `file:` URIs to `labkit.fsroot.Root`s, titles read from the files,
 stable opaque note ids, the symlink policy, and the intent journal that makes a file deletion
-happen at most once (`AtomicDeleter`).
+happen at most once: this store's side of the two-step deletion protocol of `labkit.stores`
+(`delete_for`, `fence`). Descriptors, memory or the disk failing (`fsroot.Unavailable`, a
+journal that cannot be written) is `StoreUnavailable`, never an empty listing.
 
 Titles. The front matter `title:` if the file starts with a `---` block, else the first
 `# ` heading (outside code fences), else the file name without `.md`; control and
@@ -35,12 +37,14 @@ or deleted; hidden names and other mounted filesystems are not searched.
 Intent journal. A small SQLite database at `journal_path` (WAL, `synchronous=FULL`), kept
 next to the server state rather than in the replay store: the replay store may be memory or
 PostgreSQL and shared by every instance, while the files and their journal belong to this
-host. Order: the replay claim commits, the intent row commits (durably), the
-descriptor-relative unlink runs and the directory is fsynced, then the row becomes "done".
-A crash in between leaves a "pending" row: `pending_intents()` lists them and `recover()`
-finishes or abandons them. Recovery deletes only the file with the recorded identity, so it
-can never delete twice; the row's UNIQUE(principal, nonce) also refuses a nonce the replay
-store may have forgotten.
+host. Order: the replay claim commits as pending, the intent row commits (durably), the
+descriptor-relative unlink runs and the directory is fsynced, then the row becomes "done"
+(the receipt of the protocol) and the claim is settled. A crash in between leaves a
+"pending" row: `fence` (the next retry of that state, start-up) finishes it, and
+`pending_intents()` / `recover()` list and finish or abandon them by hand. Recovery deletes
+only the file with the recorded identity, so it can never delete twice. A row is keyed by
+(principal, nonce, attempt); a "done" row for a nonce also refuses any other attempt, so a
+nonce the replay store may have forgotten never deletes twice.
 """
 
 from __future__ import annotations
@@ -61,9 +65,19 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from labkit.clock import Clock, system_clock
-from labkit.fsroot import Identity, Parts, Refused, ResolverName, Root
+from labkit.fsroot import Identity, Parts, Refused, ResolverName, Root, Unavailable
 from labkit.scope import Path, contains, format_file_uri, parse_file_uri, strictly_contains
-from labkit.stores import Claim, Confirmation, Deletion, Note, ReplayStore
+from labkit.stores import (
+    Confirmation,
+    Deletion,
+    Note,
+    ReplayStore,
+    StoreBusy,
+    StoreUnavailable,
+    Ticket,
+    claim_then_delete,
+)
+from labkit.stores.sqlite import fault
 
 log = logging.getLogger("labkit.stores.filesystem")
 
@@ -76,6 +90,9 @@ TITLE_READ_BYTES: Final = 8192
 MAX_TITLE_CHARS: Final = 200
 _INDEX_LIMIT: Final = 100_000
 _DEFAULT_ID_KEY: Final = b"labkit filesystem note id"
+# Finished rows outlive their confirmation by this much (see sqlite.RECEIPT_GRACE_SECONDS).
+_FINISHED_GRACE_SECONDS: Final = 7 * 86_400
+_JOURNAL_VERSION: Final = 2
 
 AuditEvent = Literal["intent", "unlinked", "done", "stale"]
 
@@ -87,6 +104,7 @@ class Intent:
     id: int
     principal: str
     nonce: str
+    attempt: str
     note_id: str
     root: str
     rel: Parts
@@ -152,6 +170,7 @@ CREATE TABLE IF NOT EXISTS intents (
     id INTEGER PRIMARY KEY,
     principal TEXT NOT NULL,
     nonce TEXT NOT NULL,
+    attempt TEXT NOT NULL DEFAULT '',
     note_id TEXT NOT NULL,
     root TEXT NOT NULL,
     rel TEXT NOT NULL,
@@ -161,21 +180,47 @@ CREATE TABLE IF NOT EXISTS intents (
     created_at REAL NOT NULL,
     expires_at REAL NOT NULL,
     finished_at REAL,
-    UNIQUE (principal, nonce)
+    UNIQUE (principal, nonce, attempt)
 );
 CREATE INDEX IF NOT EXISTS intents_state ON intents (state, expires_at);
 """
+# Version 1 keyed a row by (principal, nonce) alone: rebuilt with the attempt column.
+_MIGRATE_V1 = f"""
+ALTER TABLE intents RENAME TO intents_v1;
+DROP INDEX IF EXISTS intents_state;
+{_SCHEMA}
+INSERT INTO intents (id, principal, nonce, note_id, root, rel, identity, state, resolution,
+    created_at, expires_at, finished_at)
+SELECT id, principal, nonce, note_id, root, rel, identity, state, resolution, created_at,
+    expires_at, finished_at FROM intents_v1;
+DROP TABLE intents_v1;
+"""
 _COLUMNS = (
-    "id, principal, nonce, note_id, root, rel, identity, state, resolution, created_at, expires_at"
+    "id, principal, nonce, attempt, note_id, root, rel, identity, state, resolution,"
+    " created_at, expires_at"
 )
 
 
 def _intent(row: Any) -> Intent:
-    id_, principal, nonce, note_id, root, rel, identity, state, resolution, created, expires = row
+    (
+        id_,
+        principal,
+        nonce,
+        attempt,
+        note_id,
+        root,
+        rel,
+        identity,
+        state,
+        resolution,
+        created,
+        expires,
+    ) = row
     return Intent(
         id_,
         principal,
         nonce,
+        attempt,
         note_id,
         root,
         tuple(json.loads(rel)),
@@ -193,6 +238,7 @@ class _Journal:
 
     def __init__(self, path: str, clock: Clock) -> None:
         self._clock = clock
+        self._path = path
         self._lock = threading.Lock()
         self._db = sqlite3.connect(
             path, isolation_level=None, check_same_thread=False, timeout=30.0
@@ -203,7 +249,17 @@ class _Journal:
             # FULL: the intent row is on disk before the unlink that it announces.
             self._db.execute("PRAGMA synchronous = FULL")
             self._db.execute("PRAGMA temp_store = MEMORY")
-            self._db.executescript(_SCHEMA)
+            # A current journal is only read at start (a full disk still serves).
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version != _JOURNAL_VERSION:
+                old = self._db.execute(
+                    "SELECT 1 FROM sqlite_master WHERE name = 'intents'"
+                ).fetchone()
+                self._db.executescript(
+                    "BEGIN IMMEDIATE;"
+                    + (_MIGRATE_V1 if old else _SCHEMA)
+                    + f"PRAGMA user_version = {_JOURNAL_VERSION}; COMMIT;"
+                )
         except BaseException:
             self._db.close()
             raise
@@ -212,13 +268,28 @@ class _Journal:
         self._db.close()
 
     @contextmanager
+    def _guard(self) -> Iterator[None]:
+        """The journal's own failures as the store errors they are."""
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+            if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                raise StoreBusy(f"{self._path} stayed locked; nothing was changed") from exc
+            unavailable = fault(self._path, exc)
+            if unavailable is None:
+                raise
+            raise unavailable from exc
+
+    @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
+        with self._lock, self._guard():
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
             except BaseException:
-                self._db.execute("ROLLBACK")
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
 
@@ -227,25 +298,44 @@ class _Journal:
         *,
         principal: str,
         nonce: str,
+        attempt: str,
         note_id: str,
         root: str,
         rel: Parts,
         identity: str,
         expires_at: float,
     ) -> Intent | None:
-        """Commit a pending intent; None if this (principal, nonce) was journaled before."""
+        """Commit a pending intent; None if this attempt was fenced, or this nonce already
+        deleted (or is deleting, in another attempt)."""
         now = self._clock()
         with self._transaction() as db:
             # Finished rows are only kept while their nonce could still be replayed.
-            db.execute("DELETE FROM intents WHERE state != 'pending' AND expires_at < ?", (now,))
-            cursor = db.execute(
-                "INSERT INTO intents (principal, nonce, note_id, root, rel, identity, state,"
-                " created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)"
-                " ON CONFLICT (principal, nonce) DO NOTHING",
-                (principal, nonce, note_id, root, json.dumps(list(rel)), identity, now, expires_at),
+            db.execute(
+                "DELETE FROM intents WHERE state != 'pending' AND expires_at < ?",
+                (now - _FINISHED_GRACE_SECONDS,),
             )
-            if cursor.rowcount != 1:
+            seen = db.execute(
+                "SELECT 1 FROM intents WHERE principal = ? AND nonce = ?"
+                " AND (attempt = ? OR state IN ('pending', 'done'))",
+                (principal, nonce, attempt),
+            ).fetchone()
+            if seen is not None:
                 return None
+            cursor = db.execute(
+                "INSERT INTO intents (principal, nonce, attempt, note_id, root, rel, identity,"
+                " state, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
+                (
+                    principal,
+                    nonce,
+                    attempt,
+                    note_id,
+                    root,
+                    json.dumps(list(rel)),
+                    identity,
+                    now,
+                    expires_at,
+                ),
+            )
             row = db.execute(
                 f"SELECT {_COLUMNS} FROM intents WHERE id = ?", (cursor.lastrowid,)
             ).fetchone()
@@ -263,8 +353,25 @@ class _Journal:
             row = db.execute("SELECT state FROM intents WHERE id = ?", (intent_id,)).fetchone()
         return str(row[0]) if row else state
 
+    def fence(self, principal: str, nonce: str, attempt: str, expires_at: float) -> Intent:
+        """The row of this attempt, recording "abandoned" (it will never delete) if there was
+        none."""
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO intents (principal, nonce, attempt, note_id, root, rel, identity,"
+                " state, resolution, created_at, expires_at)"
+                " VALUES (?, ?, ?, '', '', '[]', '', 'abandoned', 'fenced before it began', ?, ?)"
+                " ON CONFLICT (principal, nonce, attempt) DO NOTHING",
+                (principal, nonce, attempt, self._clock(), expires_at),
+            )
+            row = db.execute(
+                f"SELECT {_COLUMNS} FROM intents WHERE principal = ? AND nonce = ? AND attempt = ?",
+                (principal, nonce, attempt),
+            ).fetchone()
+        return _intent(row)
+
     def pending(self) -> list[Intent]:
-        with self._lock:
+        with self._lock, self._guard():
             rows = self._db.execute(
                 f"SELECT {_COLUMNS} FROM intents WHERE state = 'pending' ORDER BY id"
             ).fetchall()
@@ -361,6 +468,10 @@ class FilesystemNoteStore:
     # -- NoteStore -----------------------------------------------------------------------
 
     def find(self, workspace: Path, title: str, limit: int) -> Sequence[Note]:
+        with _available():
+            return self._find(workspace, title, limit)
+
+    def _find(self, workspace: Path, title: str, limit: int) -> Sequence[Note]:
         located = self._locate(workspace, contains)
         if located is None or limit < 1:
             return []
@@ -393,6 +504,10 @@ class FilesystemNoteStore:
     def get(self, note_id: str) -> Note | None:
         if not isinstance(note_id, str) or not note_id.startswith(ID_PREFIX):
             return None
+        with _available():
+            return self._get(note_id)
+
+    def _get(self, note_id: str) -> Note | None:
         with self._lock:
             known = self._index.get(note_id)
         if known is not None:
@@ -415,7 +530,8 @@ class FilesystemNoteStore:
 
     def delete(self, note: Note) -> bool:
         try:
-            self._unlink(note)
+            with _available():
+                self._unlink(note)
         except Refused as exc:
             log.info("delete of %s refused: %s", note.id, exc.reason)
             return False
@@ -424,56 +540,69 @@ class FilesystemNoteStore:
     def locate(self, path: Path) -> Note | None:
         """The live note at an absolute path, or None (maps a file to its id)."""
         located = self._locate(path, strictly_contains)
-        return self._live(*located) if located is not None else None
+        with _available():
+            return self._live(*located) if located is not None else None
 
-    # -- AtomicDeleter -------------------------------------------------------------------
+    # -- AtomicDeleter and the two-step protocol -----------------------------------------
 
     def claim_and_delete(
         self, replay: ReplayStore, confirmation: Confirmation
     ) -> tuple[Deletion, Note | None]:
-        """Claim, journal, unlink, mark done: the file is deleted at most once."""
-        principal, nonce = confirmation.principal, confirmation.nonce
-        claim = replay.claim(principal, nonce, confirmation.expires_at)
-        if claim is not Claim.CLAIMED:
-            return (Deletion.USED if claim is Claim.USED else Deletion.FULL), None
-        try:
-            live = self.get(confirmation.note_id)
-            located = self._locate(live.path, strictly_contains) if live is not None else None
-            if live is None or located is None or not confirmation.recheck(live):
-                replay.release(principal, nonce)
-                return Deletion.STALE, live
-            ws, rel = located
+        """Claim (pending), journal, unlink, mark done, settle: the two-step protocol of
+        `labkit.stores`, the same as for two databases; the file is deleted at most once."""
+        return claim_then_delete(self, replay, confirmation)
+
+    def delete_for(self, note: Note, ticket: Ticket) -> bool | None:
+        located = self._locate(note.path, strictly_contains)
+        if located is None or note.id != ticket.note_id:
+            return False
+        ws, rel = located
+        with _available():
             intent = self._journal.begin(
-                principal=principal,
-                nonce=nonce,
-                note_id=confirmation.note_id,
+                principal=ticket.principal,
+                nonce=ticket.nonce,
+                attempt=ticket.attempt,
+                note_id=note.id,
                 root=ws.uri,
                 rel=rel,
-                identity=live.identity,
-                expires_at=confirmation.expires_at,
+                identity=note.identity,
+                expires_at=ticket.expires_at,
             )
-        except BaseException:
-            # Until the intent commits nothing can be deleted: the nonce must not stay used.
-            replay.release(principal, nonce)
-            raise
-        if intent is None:
-            # The journal saw this nonce: a replay the replay store no longer remembers.
-            log.warning("nonce of %r already journaled; refusing a second deletion", principal)
-            return Deletion.USED, None
-        self._emit("intent", intent)
-        try:
-            self._unlink(live)
-        except Refused as exc:
-            final = self._journal.finish(intent.id, "stale", f"refused at unlink: {exc.reason}")
-            self._emit("stale", intent)
-            if final == "done":  # a concurrent recovery completed it
-                return Deletion.DELETED, live
-            replay.release(principal, nonce)
-            return Deletion.STALE, live
-        self._emit("unlinked", intent)
-        self._journal.finish(intent.id, "done", "deleted")
-        self._emit("done", intent)
-        return Deletion.DELETED, live
+            if intent is None:
+                # Fenced, or the journal saw this nonce delete: a replay the replay store no
+                # longer remembers.
+                log.warning(
+                    "nonce of %r already journaled; refusing a second deletion", ticket.principal
+                )
+                return None
+            self._emit("intent", intent)
+            try:
+                self._unlink(note)
+            except Refused as exc:
+                final = self._journal.finish(intent.id, "stale", f"refused at unlink: {exc.reason}")
+                self._emit("stale", intent)
+                return final == "done"  # "done": a concurrent recovery completed it
+            self._emit("unlinked", intent)
+            self._journal.finish(intent.id, "done", "deleted")
+            self._emit("done", intent)
+        return True
+
+    def fence(self, ticket: Ticket) -> bool:
+        with _available():
+            row = self._journal.fence(
+                ticket.principal, ticket.nonce, ticket.attempt, ticket.expires_at
+            )
+            if row.state == "pending":
+                # Journaled but not finished (a crash between the intent and "done"): finish
+                # it as start-up recovery would; only the journaled file can go.
+                resolved = self._journal.resolve(row.id, lambda i: self._decide(i, True))
+                if resolved is None:  # finished meanwhile by its own attempt
+                    row = self._journal.fence(
+                        ticket.principal, ticket.nonce, ticket.attempt, ticket.expires_at
+                    )
+                else:
+                    row = resolved
+        return row.state == "done"
 
     # -- recovery ------------------------------------------------------------------------
 
@@ -490,8 +619,11 @@ class FilesystemNoteStore:
         from an operator command; the consumed nonces stay consumed either way.
         """
         resolved = []
-        for intent in self._journal.pending():
-            outcome = self._journal.resolve(intent.id, lambda i: self._decide(i, complete))
+        with _available():
+            pending = self._journal.pending()
+        for intent in pending:
+            with _available():
+                outcome = self._journal.resolve(intent.id, lambda i: self._decide(i, complete))
             if outcome is not None:
                 log.warning(
                     "intent %d recovered: %s (%s)", outcome.id, outcome.state, outcome.resolution
@@ -571,6 +703,17 @@ class FilesystemNoteStore:
     def _emit(self, event: AuditEvent, intent: Intent) -> None:
         if self._audit is not None:
             self._audit(event, intent)
+
+
+@contextmanager
+def _available() -> Iterator[None]:
+    """Descriptors, memory or the disk failing beneath a workspace is the store failing
+    (`StoreUnavailable`, answered -32001), never "no such note"."""
+    try:
+        yield
+    except Unavailable as exc:
+        # The condition, not the file it struck: one log line while it lasts (FaultLog).
+        raise StoreUnavailable(f"workspace files: {os.strerror(exc.errno)}") from exc
 
 
 def _parse_identity(text: str) -> Identity | None:

@@ -1,16 +1,31 @@
-"""In-memory note and replay stores: the teaching default, thread-safe within one process."""
+"""In-memory note and replay stores: the teaching default, thread-safe within one process.
+
+Both speak the two-step deletion protocol (`labkit.stores`), so a memory store paired with a
+persistent one follows the same steps as two databases do; in memory alone a crash loses
+everything, notes included, so there is nothing to recover."""
 
 from __future__ import annotations
 
 import heapq
 import itertools
 import threading
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 
 from labkit.clock import Clock, system_clock
 from labkit.scope import Path, parse_file_uri
-from labkit.stores import DEFAULT_CAPACITY, DEFAULT_PER_PRINCIPAL, Claim, Note, replay_bounds
+from labkit.stores import (
+    DEFAULT_CAPACITY,
+    DEFAULT_PER_PRINCIPAL,
+    Claim,
+    Note,
+    Ticket,
+    replay_bounds,
+)
+
+# Receipts kept by a memory note store (oldest dropped first): they only have to outlive the
+# confirmations in flight.
+MAX_RECEIPTS = 100_000
 
 __all__ = [
     "DEFAULT_CAPACITY",
@@ -25,6 +40,8 @@ class MemoryNoteStore:
         self._notes: dict[str, Note] = {}
         self._generation = itertools.count(1)
         self._lock = threading.Lock()
+        # (principal, nonce) -> {attempt: deleted?}
+        self._receipts: OrderedDict[tuple[str, str], dict[str, bool]] = OrderedDict()
 
     def add(self, note_id: str, uri: str, title: str) -> Note:
         """Create or replace a note (a replaced note gets a new identity)."""
@@ -70,6 +87,30 @@ class MemoryNoteStore:
         with self._lock:
             return sorted(self._notes)
 
+    def delete_for(self, note: Note, ticket: Ticket) -> bool | None:
+        key = (ticket.principal, ticket.nonce)
+        with self._lock:
+            attempts = self._receipts.get(key, {})
+            if ticket.attempt in attempts or any(attempts.values()):
+                return None
+            if self._notes.get(note.id) != note:
+                return False
+            del self._notes[note.id]
+            self._receipt(key)[ticket.attempt] = True
+            return True
+
+    def fence(self, ticket: Ticket) -> bool:
+        with self._lock:
+            attempts = self._receipt((ticket.principal, ticket.nonce))
+            return attempts.setdefault(ticket.attempt, False)
+
+    def _receipt(self, key: tuple[str, str]) -> dict[str, bool]:
+        if key not in self._receipts:
+            while len(self._receipts) >= MAX_RECEIPTS:
+                self._receipts.popitem(last=False)
+            self._receipts[key] = {}
+        return self._receipts[key]
+
 
 class MemoryReplayStore:
     """Bounded, TTL-pruned nonce store with a per-principal share.
@@ -90,6 +131,7 @@ class MemoryReplayStore:
         self._expiry: dict[tuple[str, str], float] = {}
         self._heap: list[tuple[float, str, str]] = []
         self._owned: Counter[str] = Counter()
+        self._pending: dict[tuple[str, str], Ticket] = {}
         self._lock = threading.Lock()
 
     def claim(self, principal: str, nonce: str, expires_at: float) -> Claim:
@@ -105,11 +147,41 @@ class MemoryReplayStore:
             heapq.heappush(self._heap, (expires_at, principal, nonce))
             return Claim.CLAIMED
 
+    def claim_pending(self, ticket: Ticket) -> Claim | Ticket:
+        key = (ticket.principal, ticket.nonce)
+        with self._lock:
+            pending = self._pending.get(key)
+            if pending is not None and key in self._expiry:
+                return pending
+        claim = self.claim(ticket.principal, ticket.nonce, ticket.expires_at)
+        if claim is Claim.CLAIMED:
+            with self._lock:
+                self._pending[key] = ticket
+        return claim
+
+    def settle(self, ticket: Ticket, deleted: bool) -> None:
+        key = (ticket.principal, ticket.nonce)
+        with self._lock:
+            pending = self._pending.get(key)
+            if pending is None or pending.attempt != ticket.attempt:
+                return
+            del self._pending[key]
+            if not deleted:
+                self._drop(key)
+
+    def pending_claims(self) -> list[Ticket]:
+        with self._lock:
+            return list(self._pending.values())
+
     def release(self, principal: str, nonce: str) -> None:
         with self._lock:
-            if self._expiry.pop((principal, nonce), None) is not None:
-                self._owned[principal] -= 1
-            # the heap entry is dropped lazily by _prune
+            self._pending.pop((principal, nonce), None)
+            self._drop((principal, nonce))
+
+    def _drop(self, key: tuple[str, str]) -> None:
+        if self._expiry.pop(key, None) is not None:
+            self._owned[key[0]] -= 1
+        # the heap entry is dropped lazily by _prune
 
     def used(self, principal: str, nonce: str) -> bool:
         with self._lock:
@@ -126,4 +198,5 @@ class MemoryReplayStore:
             expires_at, principal, nonce = heapq.heappop(self._heap)
             if self._expiry.get((principal, nonce)) == expires_at:
                 del self._expiry[(principal, nonce)]
+                self._pending.pop((principal, nonce), None)
                 self._owned[principal] -= 1

@@ -20,13 +20,17 @@ with any password masked, the reason and what to check.
 
 A notes spec and a replay spec naming the same database (the same SQLite file, the same
 PostgreSQL target and schema) give ONE store object, so a deletion claims its nonce and deletes
-its note in one transaction (LESSON.md section 9).
+its note in one transaction (LESSON.md section 9). Any other pair of persistent stores uses
+the two-step protocol of `labkit.stores`; `open_stores` resolves the pending claims a crash
+left before it returns (`recover_pending`). `check_layout` refuses the pairs that cannot keep
+their promise after a crash (persistent notes with in-memory claims), naming the safe ones.
 
 Adding a backend is one entry in `NOTE_BACKENDS` and/or `REPLAY_BACKENDS`.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -34,12 +38,44 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from labkit.clock import Clock, system_clock
-from labkit.stores import DEFAULT_CAPACITY, DEFAULT_PER_PRINCIPAL, NoteStore, ReplayStore
+from labkit.stores import (
+    DEFAULT_CAPACITY,
+    DEFAULT_PER_PRINCIPAL,
+    NoteStore,
+    ReplayStore,
+    StoreError,
+    StoreUnavailable,
+    recover_pending,
+)
 from labkit.stores.memory import MemoryNoteStore, MemoryReplayStore
 from labkit.stores.sql import DEFAULT_SCHEMA
 
 if TYPE_CHECKING:
     from labkit.stores.filesystem import SymlinkPolicy
+
+log = logging.getLogger("labkit.stores.open")
+
+SAFE_LAYOUTS: Final = (
+    "notes and replay in one SQLite file or one PostgreSQL schema (one transaction); "
+    "SQLite, PostgreSQL or filesystem notes with a SQLite or PostgreSQL replay store "
+    "(two steps, recovered); or memory notes with any replay store"
+)
+
+
+class UnsafeLayout(ValueError):
+    """A notes/replay pair that cannot tell the truth after a crash."""
+
+
+def check_layout(notes: str, replay: str) -> None:
+    """Refuse persistent notes with an in-memory replay store: a crash forgets every claim
+    (a declined confirmation could delete after a restart, a pending one is never resolved)
+    while the notes survive. Raises `UnsafeLayout` naming the safe layouts."""
+    persistent = notes.split(":", 1)[0] in ("sqlite", "postgresql", "postgres", "filesystem")
+    if replay == "memory" and persistent:
+        raise UnsafeLayout(
+            f"notes {_redact(notes)!r} with replay 'memory' is not crash-safe: the claims "
+            f"would be lost at a crash while the notes survive. Safe layouts: {SAFE_LAYOUTS}"
+        )
 
 
 class StoreOpenError(Exception):
@@ -244,6 +280,15 @@ def open_stores(
         for store in opening.databases.values():
             store.close()
         raise
+    try:
+        resolved = recover_pending(note_store, replay_store)
+    except StoreError as exc:
+        # A full disk or a held lock: serve anyway (reads work); each pending claim is
+        # resolved by the next retry of its state instead.
+        log.warning("pending claims not resolved at start-up (%s); retries will resolve them", exc)
+    else:
+        if resolved:
+            log.warning("resolved %d pending claim(s) left by a crash", resolved)
     return note_store, replay_store
 
 
@@ -263,9 +308,28 @@ def _open(role: str, spec: object, backends: Mapping[str, Backend], opening: Ope
         ) from None
     except Exception as exc:
         # The driver's own words ("unable to open database file", "connection refused"), one
-        # line, any password masked; the traceback stays with the cause (`--verbose`).
-        reason = _redact(" ".join(str(exc).split())) or type(exc).__name__
-        raise StoreOpenError(role, _redact(spec), reason, backend.hint) from exc
+        # line, any password masked; the traceback stays with the cause (`--verbose`). A
+        # SQLite file the disk refused names the real cause (no space, read-only, permission)
+        # and needs no generic hint.
+        if isinstance(exc, StoreUnavailable) and isinstance(exc.__cause__, Exception):
+            exc = exc.__cause__  # the driver's error, as for any other failure to open
+        cause = _diagnosed(spec, exc)
+        reason = _redact(" ".join(str(cause or exc).split())) or type(exc).__name__
+        raise StoreOpenError(role, _redact(spec), reason, "" if cause else backend.hint) from exc
+
+
+def _diagnosed(spec: str, exc: Exception) -> StoreUnavailable | None:
+    """For a SQLite file: the real cause (no space, read-only, permission), else None."""
+    import sqlite3
+
+    path = spec_file(spec)
+    if path is None or not isinstance(exc, sqlite3.Error):
+        return None
+    if not os.path.isdir(os.path.dirname(path)):
+        return None  # the generic hint says it: check that the directory exists
+    from labkit.stores.sqlite import fault
+
+    return fault(path, exc)
 
 
 def _redact(spec: str) -> str:

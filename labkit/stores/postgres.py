@@ -1,7 +1,9 @@
 """PostgreSQL note and replay store (psycopg 3): for several server processes or hosts.
 
 Owns: the schema inside one PostgreSQL schema (namespace), a connection per thread, and the
-one-transaction claim-and-delete used when the notes and the nonces live in the same schema.
+one-transaction claim-and-delete used when the notes and the nonces live in the same schema,
+and this schema's side of the two-step protocol (pending claims, receipts) when they do not.
+A server that is down, unreachable or out of disk is `StoreUnavailable`.
 Must not import the server or a transport.
 
 The exactly-once unit is the pattern measured in SECURITY.md (16 processes x 100 rounds, one
@@ -35,6 +37,8 @@ from labkit.stores import (
     Note,
     ReplayStore,
     StoreBusy,
+    StoreUnavailable,
+    Ticket,
     claim_then_delete,
     replay_bounds,
 )
@@ -73,7 +77,17 @@ _DDL: Final = (
     "CREATE TABLE IF NOT EXISTS {s}.claims (principal text NOT NULL, nonce text NOT NULL,"
     " expires_at double precision NOT NULL, PRIMARY KEY (principal, nonce))",
     "CREATE INDEX IF NOT EXISTS claims_expiry ON {s}.claims (expires_at)",
+    "CREATE TABLE IF NOT EXISTS {s}.receipts (principal text NOT NULL, nonce text NOT NULL,"
+    " attempt text NOT NULL, deleted boolean NOT NULL, expires_at double precision NOT NULL,"
+    " PRIMARY KEY (principal, nonce, attempt))",
 )
+# The two-step protocol (labkit.stores): a pending claim names its note and attempt. Run only
+# when the column is missing (ALTER TABLE locks the table even when there is nothing to add).
+_MIGRATE: Final = (
+    "ALTER TABLE {s}.claims ADD COLUMN IF NOT EXISTS note_id text",
+    "ALTER TABLE {s}.claims ADD COLUMN IF NOT EXISTS attempt text",
+)
+RECEIPT_GRACE_SECONDS: Final = 7 * 86_400
 
 _QUERIES: Final = {
     "lock": "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
@@ -105,8 +119,24 @@ _QUERIES: Final = {
     "used": "SELECT 1 FROM {s}.claims WHERE principal = %s AND nonce = %s AND expires_at > %s",
     # SKIP LOCKED: collecting garbage never waits, so it can never join a lock cycle.
     "gc": "DELETE FROM {s}.claims WHERE (principal, nonce) IN (SELECT principal, nonce"
-    " FROM {s}.claims WHERE expires_at <= %s LIMIT %s FOR UPDATE SKIP LOCKED)",
+    " FROM {s}.claims WHERE expires_at <= %s AND attempt IS NULL"
+    " LIMIT %s FOR UPDATE SKIP LOCKED)",
     "rows": "SELECT count(*) FROM {s}.claims",
+    "pending_of": "SELECT principal, nonce, expires_at, note_id, attempt FROM {s}.claims"
+    " WHERE principal = %s AND nonce = %s AND attempt IS NOT NULL",
+    "mark_pending": "UPDATE {s}.claims SET note_id = %s, attempt = %s"
+    " WHERE principal = %s AND nonce = %s",
+    "complete": "UPDATE {s}.claims SET note_id = NULL, attempt = NULL"
+    " WHERE principal = %s AND nonce = %s AND attempt = %s",
+    "abandon": "DELETE FROM {s}.claims WHERE principal = %s AND nonce = %s AND attempt = %s",
+    "pending": "SELECT principal, nonce, expires_at, note_id, attempt FROM {s}.claims"
+    " WHERE attempt IS NOT NULL",
+    "receipts_gc": "DELETE FROM {s}.receipts WHERE expires_at <= %s",
+    "receipt_seen": "SELECT 1 FROM {s}.receipts WHERE principal = %s AND nonce = %s"
+    " AND (attempt = %s OR deleted)",
+    "receipt": "INSERT INTO {s}.receipts VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+    "receipt_of": "SELECT deleted FROM {s}.receipts"
+    " WHERE principal = %s AND nonce = %s AND attempt = %s",
 }
 
 _T = TypeVar("_T")
@@ -161,6 +191,7 @@ class PostgresStore(ThreadConnections[Connection]):
         name = sql.Identifier(schema)
         self._q = {k: sql.SQL(v).format(s=name).as_string(None) for k, v in _QUERIES.items()}
         self._ddl = [sql.SQL(v).format(s=name).as_string(None) for v in _DDL]
+        self._migrate = [sql.SQL(v).format(s=name).as_string(None) for v in _MIGRATE]
         super().__init__()
         try:
             self._epoch = self._run(self._create_schema)
@@ -189,7 +220,10 @@ class PostgresStore(ThreadConnections[Connection]):
         and a retry could then misreport our own claim as "already used"."""
         delay = 0.005
         for attempt in range(1, MAX_ATTEMPTS + 1):
-            conn = self._connection()
+            try:
+                conn = self._connection()
+            except psycopg.OperationalError as exc:
+                raise self._unavailable(exc) from exc
             try:
                 with conn.transaction():
                     commit, result = unit(conn)
@@ -206,17 +240,31 @@ class PostgresStore(ThreadConnections[Connection]):
                 log.info("transaction retried after %s", type(exc).__name__)
                 self._sleep(delay * random.uniform(0.5, 1.0))
                 delay = min(delay * 2, 0.2)
-            except psycopg.OperationalError:
+            except psycopg.OperationalError as exc:
                 if conn.broken or conn.closed:
                     self._forget(conn)
-                raise
+                # Down, unreachable, out of disk: transient. After a lost COMMIT a pending
+                # claim (two-step protocol) records what may have happened.
+                raise self._unavailable(exc) from exc
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _unavailable(self, exc: psycopg.OperationalError) -> StoreUnavailable:
+        reason = " ".join(str(exc).split())[:300] or type(exc).__name__
+        return StoreUnavailable(f"PostgreSQL {self.schema!r}: {reason}")
 
     def _create_schema(self, conn: Connection) -> tuple[bool, str]:
         # Concurrent CREATE ... IF NOT EXISTS can still collide in the catalog: queue them.
         conn.execute(self._q["lock"], (f"labkit-schema:{self.schema}",))
         for statement in self._ddl:
             conn.execute(statement)
+        has_attempt = conn.execute(
+            "SELECT 1 FROM information_schema.columns"
+            " WHERE table_schema = %s AND table_name = 'claims' AND column_name = 'attempt'",
+            (self.schema,),
+        ).fetchone()
+        if has_attempt is None:
+            for statement in self._migrate:
+                conn.execute(statement)
         conn.execute(self._q["epoch_init"], (new_epoch(),))
         row = conn.execute(self._q["epoch"]).fetchone()
         assert row is not None
@@ -374,6 +422,74 @@ class PostgresStore(ThreadConnections[Connection]):
     def _collect(self, conn: Connection) -> None:
         """Purge a batch of expired claims. Last in the transaction and never waiting."""
         conn.execute(self._q["gc"], (self._clock(), GC_BATCH))
+
+    # -- the two-step protocol (labkit.stores) --------------------------------------------------
+
+    def claim_pending(self, ticket: Ticket) -> Claim | Ticket:
+        key = (ticket.principal, ticket.nonce)
+
+        def unit(conn: Connection) -> tuple[bool, Claim | Ticket]:
+            row = conn.execute(self._q["pending_of"], key).fetchone()
+            if row is not None:
+                return False, Ticket(*row)
+            claim = self._claim_in(conn, *key, ticket.expires_at)
+            if claim is not Claim.CLAIMED:
+                return False, claim
+            conn.execute(self._q["mark_pending"], (ticket.note_id, ticket.attempt, *key))
+            self._collect(conn)
+            return True, claim
+
+        return self._run(unit)
+
+    def settle(self, ticket: Ticket, deleted: bool) -> None:
+        query = self._q["complete" if deleted else "abandon"]
+
+        def unit(conn: Connection) -> tuple[bool, None]:
+            conn.execute(query, (ticket.principal, ticket.nonce, ticket.attempt))
+            return True, None
+
+        self._run(unit)
+
+    def pending_claims(self) -> list[Ticket]:
+        def unit(conn: Connection) -> tuple[bool, list[Ticket]]:
+            return True, [Ticket(*row) for row in conn.execute(self._q["pending"])]
+
+        return self._run(unit)
+
+    def delete_for(self, note: Note, ticket: Ticket) -> bool | None:
+        generation = generation_of(self._epoch, note.identity)
+        if generation is None:
+            return False
+        key = (ticket.principal, ticket.nonce, ticket.attempt)
+
+        def unit(conn: Connection) -> tuple[bool, bool | None]:
+            conn.execute(self._q["receipts_gc"], (self._clock() - RECEIPT_GRACE_SECONDS,))
+            if conn.execute(self._q["receipt_seen"], key).fetchone() is not None:
+                return True, None
+            params = (note.id, generation, path_text(note.path), note.title)
+            if conn.execute(self._q["delete"], params).fetchone() is None:
+                return False, False
+            # A fence committed meanwhile wins: this insert then adds nothing, and the
+            # deletion rolls back with it.
+            added = conn.execute(
+                self._q["receipt"] + " RETURNING 1", (*key, True, ticket.expires_at)
+            )
+            if added.fetchone() is None:
+                return False, None
+            return True, True
+
+        return self._run(unit)
+
+    def fence(self, ticket: Ticket) -> bool:
+        key = (ticket.principal, ticket.nonce, ticket.attempt)
+
+        def unit(conn: Connection) -> tuple[bool, bool]:
+            conn.execute(self._q["receipt"], (*key, False, ticket.expires_at))
+            row = conn.execute(self._q["receipt_of"], key).fetchone()
+            assert row is not None
+            return True, bool(row[0])
+
+        return self._run(unit)
 
     # -- AtomicDeleter -------------------------------------------------------------------------
 

@@ -1,8 +1,11 @@
 """SQLite note and replay store: the embedded default for anything persistent.
 
-Owns: the schema of one database file, a connection per thread, the retry of "database is
-locked", and the one-transaction claim-and-delete used when the notes and the nonces live in
-the same file. Must not import the server or a transport.
+Owns: the schema of one database file (opened without writing when it is current), a
+connection per thread (through an injectable `connect`), the retry of "database is locked",
+what a failed disk means (`fault`: no space, read-only, permission, I/O error, out of
+descriptors, each a `StoreUnavailable`), the one-transaction claim-and-delete used when the
+notes and the nonces live in the same file, and this file's side of the two-step protocol
+(pending claims, receipts) when they do not. Must not import the server or a transport.
 
 Why it is built this way (SECURITY.md, "Exactly-once replay store", measured with 16 processes
 x 100 rounds): WAL plus `BEGIN IMMEDIATE` plus a busy timeout gave one winner per round and no
@@ -13,6 +16,7 @@ locked database is retried here and never reported as a replay: only a conflicti
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import random
@@ -32,6 +36,8 @@ from labkit.stores import (
     Note,
     ReplayStore,
     StoreBusy,
+    StoreUnavailable,
+    Ticket,
     claim_then_delete,
     replay_bounds,
 )
@@ -49,13 +55,30 @@ from labkit.stores.sql import (
 
 log = logging.getLogger("labkit.stores.sqlite")
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 BUSY_TIMEOUT_SECONDS: Final = 5.0
 LOCK_DEADLINE_SECONDS: Final = 60.0
 _FIRST_BACKOFF: Final = 0.002
 _MAX_BACKOFF: Final = 0.1
 _BUSY_CODES: Final = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+# What the disk or the process refused (not a bug, not corruption): transient, answered -32001.
+_FAULT_CODES: Final = frozenset(
+    {
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_READONLY,
+        sqlite3.SQLITE_NOMEM,
+        sqlite3.SQLITE_PERM,
+        sqlite3.SQLITE_NOLFS,
+        sqlite3.SQLITE_PROTOCOL,
+    }
+)
+# A receipt outlives its confirmation by this much, so a pending claim settled late (a server
+# that stayed down) still finds it.
+RECEIPT_GRACE_SECONDS: Final = 7 * 86_400
 
+# Version 1 had no pending claims and no receipts; version 2 adds them (`_MIGRATE`).
 _SCHEMA: Final = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value NOT NULL)",
     "CREATE TABLE IF NOT EXISTS notes ("
@@ -64,9 +87,35 @@ _SCHEMA: Final = (
     "CREATE INDEX IF NOT EXISTS notes_path ON notes (path)",
     "CREATE TABLE IF NOT EXISTS claims ("
     " principal TEXT NOT NULL, nonce TEXT NOT NULL, expires_at REAL NOT NULL,"
+    " note_id TEXT, attempt TEXT,"
     " PRIMARY KEY (principal, nonce)) WITHOUT ROWID",
     "CREATE INDEX IF NOT EXISTS claims_expiry ON claims (expires_at)",
+    "CREATE TABLE IF NOT EXISTS receipts ("
+    " principal TEXT NOT NULL, nonce TEXT NOT NULL, attempt TEXT NOT NULL,"
+    " deleted INTEGER NOT NULL, expires_at REAL NOT NULL,"
+    " PRIMARY KEY (principal, nonce, attempt)) WITHOUT ROWID",
 )
+_MIGRATE: Final = {
+    1: (
+        "ALTER TABLE claims ADD COLUMN note_id TEXT",
+        "ALTER TABLE claims ADD COLUMN attempt TEXT",
+        _SCHEMA[-1],
+    )
+}
+_PENDING_COLUMNS: Final = "principal, nonce, expires_at, note_id, attempt"
+
+Connect = Callable[[str, float], sqlite3.Connection]
+"""How a connection is opened: `(path, busy timeout)`. Tests inject faults here."""
+
+
+def connect(path: str, timeout: float) -> sqlite3.Connection:
+    return sqlite3.connect(
+        path,
+        timeout=timeout,
+        isolation_level=None,  # no implicit transactions: every unit says BEGIN itself
+        check_same_thread=False,  # close() runs on another thread; use stays per thread
+    )
+
 
 _T = TypeVar("_T")
 Unit = Callable[[sqlite3.Connection], tuple[bool, _T]]
@@ -76,6 +125,59 @@ Unit = Callable[[sqlite3.Connection], tuple[bool, _T]]
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     code = getattr(exc, "sqlite_errorcode", None)
     return isinstance(code, int) and (code & 0xFF) in _BUSY_CODES
+
+
+def fault(path: str, exc: sqlite3.Error) -> StoreUnavailable | None:
+    """The `StoreUnavailable` an error of the database at `path` means, naming the real
+    cause (the disk is full, read-only or not ours, an I/O error, no descriptors left), or
+    None for an error that is not the environment's (a bug, a corrupt file)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if not isinstance(code, int) or (code & 0xFF) not in _FAULT_CODES:
+        return None
+    return StoreUnavailable(f"{path}: {diagnose(path, exc)}")
+
+
+def diagnose(path: str, exc: BaseException) -> str:
+    """Why the file at `path` cannot be used, from the filesystem itself where it can tell
+    (SQLite says "disk I/O error" when it cannot grow its shared-memory file on a full disk,
+    and "unable to open database file" for a missing directory or a spent descriptor table)."""
+    directory = os.path.dirname(path) or "."
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    try:
+        fs = os.statvfs(directory)
+    except OSError as err:
+        return f"{os.strerror(err.errno or errno.EIO).lower()}: {directory}"
+    if code == sqlite3.SQLITE_FULL or (fs.f_bavail == 0 and code != sqlite3.SQLITE_CANTOPEN):
+        return "no space left on device (free some space on it; nothing was changed)"
+    if fs.f_flag & os.ST_RDONLY:
+        return "read-only file system (remount it read-write)"
+    if code in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM) or not _writable(path, directory):
+        return f"permission denied (this user may not write {path} or its directory)"
+    if code == sqlite3.SQLITE_CANTOPEN:
+        if fs.f_bavail == 0 or fs.f_favail == 0:
+            return "no space left on device (no free blocks or inodes)"
+        return "unable to open the database file (out of file descriptors?)"
+    if code == sqlite3.SQLITE_NOMEM:
+        return "out of memory"
+    return f"I/O error ({getattr(exc, 'sqlite_errorname', 'SQLITE_IOERR')})"
+
+
+def _writable(path: str, directory: str) -> bool:
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        return False
+    return os.access(directory, os.W_OK | os.X_OK)
+
+
+def _remove_strays(path: str, existed: dict[str, bool]) -> None:
+    """Remove the files a failed open created itself: an empty database, its -wal, and a
+    -shm too small to be one SQLite finished (a full disk leaves 0 to 3 bytes)."""
+    for suffix, was_there in existed.items():
+        name = path + suffix
+        try:
+            if not was_there and os.path.getsize(name) < 32768:
+                os.unlink(name)
+        except OSError:
+            continue
 
 
 class SqliteStore(ThreadConnections[sqlite3.Connection]):
@@ -99,6 +201,7 @@ class SqliteStore(ThreadConnections[sqlite3.Connection]):
         busy_timeout: float = BUSY_TIMEOUT_SECONDS,
         lock_deadline: float = LOCK_DEADLINE_SECONDS,
         sleep: Callable[[float], None] = time.sleep,
+        connect: Connect = connect,
     ) -> None:
         self.path = os.fspath(path)
         if self.path in ("", ":memory:") or self.path.startswith("file:"):
@@ -111,12 +214,17 @@ class SqliteStore(ThreadConnections[sqlite3.Connection]):
         self._busy_timeout = busy_timeout
         self._lock_deadline = lock_deadline
         self._sleep = sleep
+        self._connect = connect
         super().__init__()
+        existed = {s: os.path.exists(self.path + s) for s in ("", "-wal", "-shm")}
         try:
-            self._epoch = self._run(self._create_schema, write=True)
+            # A current schema is only read: a server starts (and serves reads) on a full disk.
+            epoch = self._run(self._read_schema, write=False)
+            self._epoch = epoch if epoch is not None else self._run(self._create_schema, write=True)
             stat = os.stat(self.path)
         except BaseException:
             self.close()
+            _remove_strays(self.path, existed)
             raise
         # The file's identity tells whether another SqliteStore shares this database.
         self._file_id = (stat.st_dev, stat.st_ino)
@@ -124,12 +232,7 @@ class SqliteStore(ThreadConnections[sqlite3.Connection]):
     # -- connections and the retry loop ------------------------------------------------------
 
     def _open(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(
-            self.path,
-            timeout=self._busy_timeout,
-            isolation_level=None,  # no implicit transactions: every unit says BEGIN itself
-            check_same_thread=False,  # close() runs on another thread; use stays per thread
-        )
+        conn = self._connect(self.path, self._busy_timeout)
         try:
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if mode != "wal":
@@ -165,7 +268,12 @@ class SqliteStore(ThreadConnections[sqlite3.Connection]):
                     raise
             except sqlite3.OperationalError as exc:
                 if not _is_busy(exc):
-                    raise
+                    unavailable = fault(self.path, exc)
+                    if unavailable is None:
+                        raise
+                    # The disk or the process refused (ENOSPC, EIO, EMFILE): the transaction
+                    # rolled back, so nothing changed; a short cause, no traceback.
+                    raise unavailable from exc
                 if waited >= self._lock_deadline:
                     # Not a replay: nothing was claimed or deleted (stores.StoreBusy).
                     raise StoreBusy(
@@ -177,14 +285,22 @@ class SqliteStore(ThreadConnections[sqlite3.Connection]):
                 waited += pause + self._busy_timeout
                 delay = min(delay * 2, _MAX_BACKOFF)
 
+    def _read_schema(self, conn: sqlite3.Connection) -> tuple[bool, str | None]:
+        """The epoch of a current database; None when the schema must be created first."""
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version != SCHEMA_VERSION:
+            return True, None
+        row = conn.execute("SELECT value FROM meta WHERE key = 'epoch'").fetchone()
+        return True, None if row is None else str(row[0])
+
     def _create_schema(self, conn: sqlite3.Connection) -> tuple[bool, str]:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, SCHEMA_VERSION):
+        if version not in (0, *_MIGRATE, SCHEMA_VERSION):
             raise ValueError(
                 f"{self.path!r} holds labkit schema version {version}; "
                 f"this labkit reads version {SCHEMA_VERSION}"
             )
-        for statement in _SCHEMA:
+        for statement in _MIGRATE.get(version, _SCHEMA):
             conn.execute(statement)
         conn.execute("INSERT OR IGNORE INTO meta VALUES ('epoch', ?)", (new_epoch(),))
         conn.execute("INSERT OR IGNORE INTO meta VALUES ('generation', 0)")
@@ -322,7 +438,10 @@ class SqliteStore(ThreadConnections[sqlite3.Connection]):
     ) -> Claim:
         """The claim inside the caller's write transaction. On FULL the caller rolls back."""
         # Expired claims go first, so they neither block their own nonce nor count as used.
-        conn.execute("DELETE FROM claims WHERE expires_at <= ?", (self._clock(),))
+        # A pending claim stays until it is settled (recovery), expired or not.
+        conn.execute(
+            "DELETE FROM claims WHERE expires_at <= ? AND attempt IS NULL", (self._clock(),)
+        )
         inserted = conn.execute(
             "INSERT INTO claims (principal, nonce, expires_at) VALUES (?, ?, ?)"
             " ON CONFLICT (principal, nonce) DO NOTHING",
@@ -339,6 +458,94 @@ class SqliteStore(ThreadConnections[sqlite3.Connection]):
         if total > self.capacity or owned > self.per_principal:
             return Claim.FULL
         return Claim.CLAIMED
+
+    # -- the two-step protocol (labkit.stores) --------------------------------------------------
+
+    def claim_pending(self, ticket: Ticket) -> Claim | Ticket:
+        principal, nonce = ticket.principal, ticket.nonce
+
+        def unit(conn: sqlite3.Connection) -> tuple[bool, Claim | Ticket]:
+            row = conn.execute(
+                f"SELECT {_PENDING_COLUMNS} FROM claims"
+                " WHERE principal = ? AND nonce = ? AND attempt IS NOT NULL",
+                (principal, nonce),
+            ).fetchone()
+            if row is not None:
+                return False, Ticket(*row)
+            claim = self._claim_in(conn, principal, nonce, ticket.expires_at)
+            if claim is Claim.CLAIMED:
+                conn.execute(
+                    "UPDATE claims SET note_id = ?, attempt = ? WHERE principal = ? AND nonce = ?",
+                    (ticket.note_id, ticket.attempt, principal, nonce),
+                )
+            return claim is not Claim.FULL, claim
+
+        return self._run(unit, write=True)
+
+    def settle(self, ticket: Ticket, deleted: bool) -> None:
+        statement = (
+            "UPDATE claims SET note_id = NULL, attempt = NULL" if deleted else "DELETE FROM claims"
+        ) + " WHERE principal = ? AND nonce = ? AND attempt = ?"
+
+        def unit(conn: sqlite3.Connection) -> tuple[bool, None]:
+            conn.execute(statement, (ticket.principal, ticket.nonce, ticket.attempt))
+            return True, None
+
+        self._run(unit, write=True)
+
+    def pending_claims(self) -> list[Ticket]:
+        def unit(conn: sqlite3.Connection) -> tuple[bool, list[Ticket]]:
+            query = f"SELECT {_PENDING_COLUMNS} FROM claims WHERE attempt IS NOT NULL"
+            return True, [Ticket(*row) for row in conn.execute(query)]
+
+        return self._run(unit, write=False)
+
+    def delete_for(self, note: Note, ticket: Ticket) -> bool | None:
+        generation = generation_of(self._epoch, note.identity)
+        if generation is None:
+            return False
+
+        def unit(conn: sqlite3.Connection) -> tuple[bool, bool | None]:
+            conn.execute(
+                "DELETE FROM receipts WHERE expires_at <= ?",
+                (self._clock() - RECEIPT_GRACE_SECONDS,),
+            )
+            seen = conn.execute(
+                "SELECT 1 FROM receipts WHERE principal = ? AND nonce = ?"
+                " AND (attempt = ? OR deleted = 1)",
+                (ticket.principal, ticket.nonce, ticket.attempt),
+            ).fetchone()
+            if seen is not None:
+                return True, None
+            deleted = conn.execute(
+                "DELETE FROM notes WHERE id = ? AND generation = ? AND path = ? AND title = ?",
+                (note.id, generation, path_text(note.path), note.title),
+            ).rowcount
+            if deleted != 1:
+                return False, False
+            conn.execute(
+                "INSERT INTO receipts VALUES (?, ?, ?, 1, ?)",
+                (ticket.principal, ticket.nonce, ticket.attempt, ticket.expires_at),
+            )
+            return True, True
+
+        return self._run(unit, write=True)
+
+    def fence(self, ticket: Ticket) -> bool:
+        key = (ticket.principal, ticket.nonce, ticket.attempt)
+
+        def unit(conn: sqlite3.Connection) -> tuple[bool, bool]:
+            conn.execute(
+                "INSERT INTO receipts VALUES (?, ?, ?, 0, ?) ON CONFLICT DO NOTHING",
+                (*key, ticket.expires_at),
+            )
+            row = conn.execute(
+                "SELECT deleted FROM receipts WHERE principal = ? AND nonce = ? AND attempt = ?",
+                key,
+            ).fetchone()
+            return True, bool(row[0])
+
+        return self._run(unit, write=True)
 
     # -- AtomicDeleter -------------------------------------------------------------------------
 

@@ -55,6 +55,8 @@ DEFAULT_BLOCKING_METHODS: Final = frozenset({"tools/call"})
 LOOPBACK_NAMES: Final = ("127.0.0.1", "localhost", "[::1]")
 
 _JSON_HEADERS: Final = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
+RETRY_AFTER_SECONDS: Final = 1
+_RETRY_HEADERS: Final = [*_JSON_HEADERS, (b"retry-after", str(RETRY_AFTER_SECONDS).encode())]
 _JSON_TYPES: Final = frozenset({"application/json", "application/*", "*/*"})
 
 
@@ -110,7 +112,9 @@ class McpEndpoint:
         elif isinstance(body, _EventStream):
             await _send(send, status, body, SSE_HEADERS, None)
         else:
-            await _send(send, status, body, _JSON_HEADERS, None)
+            # 503 is -32001: a busy or failing store, nothing done; say when to come back.
+            headers = _RETRY_HEADERS if status == 503 else _JSON_HEADERS
+            await _send(send, status, body, headers, None)
 
     async def _answer(
         self, scope: Scope, receive: Receive, headers: list[tuple[str, str]]
