@@ -65,7 +65,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from labkit.clock import Clock, system_clock
-from labkit.fsroot import Identity, Parts, Refused, ResolverName, Root, Unavailable
+from labkit.fsroot import Identity, Parts, Refused, Resolver, ResolverName, Root, Unavailable
 from labkit.scope import Path, contains, format_file_uri, parse_file_uri, strictly_contains
 from labkit.stores import (
     Confirmation,
@@ -409,7 +409,7 @@ class FilesystemNoteStore:
         *,
         journal_path: str | os.PathLike[str],
         symlinks: SymlinkPolicy = "refuse",
-        resolver: ResolverName = "auto",
+        resolver: ResolverName | Resolver = "auto",
         max_scan: int = DEFAULT_MAX_SCAN,
         id_key: bytes | None = None,
         clock: Clock = system_clock,
