@@ -126,7 +126,7 @@ _QUERIES: Final = {
     " WHERE principal = %s AND nonce = %s AND attempt IS NOT NULL",
     "mark_pending": "UPDATE {s}.claims SET note_id = %s, attempt = %s"
     " WHERE principal = %s AND nonce = %s",
-    "complete": "UPDATE {s}.claims SET note_id = NULL, attempt = NULL"
+    "complete": "UPDATE {s}.claims SET attempt = NULL"
     " WHERE principal = %s AND nonce = %s AND attempt = %s",
     "abandon": "DELETE FROM {s}.claims WHERE principal = %s AND nonce = %s AND attempt = %s",
     "pending": "SELECT principal, nonce, expires_at, note_id, attempt FROM {s}.claims"

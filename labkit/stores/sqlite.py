@@ -483,9 +483,9 @@ class SqliteStore(ThreadConnections[sqlite3.Connection]):
         return self._run(unit, write=True)
 
     def settle(self, ticket: Ticket, deleted: bool) -> None:
-        statement = (
-            "UPDATE claims SET note_id = NULL, attempt = NULL" if deleted else "DELETE FROM claims"
-        ) + " WHERE principal = ? AND nonce = ? AND attempt = ?"
+        # Completed, a claim keeps naming its note (operators can match deletions to nonces).
+        verb = "UPDATE claims SET attempt = NULL" if deleted else "DELETE FROM claims"
+        statement = f"{verb} WHERE principal = ? AND nonce = ? AND attempt = ?"
 
         def unit(conn: sqlite3.Connection) -> tuple[bool, None]:
             conn.execute(statement, (ticket.principal, ticket.nonce, ticket.attempt))
