@@ -37,6 +37,7 @@ from helpers import KEY_A
 from serve_harness import Served, ask, outcome, retry_message, write_config
 from store_backends import require_postgres, unique_schema
 
+from labkit.stores import Confirmation, Deletion, StoreUnavailable, commit_deletion
 from labkit.stores.filesystem import FilesystemNoteStore
 from labkit.stores.sqlite import SqliteStore
 
@@ -332,3 +333,77 @@ def test_a_layout_that_cannot_recover_is_refused_at_start_naming_the_safe_ones(
     log = served.log()
     assert "stores.replay" in log and "not crash-safe" in log
     assert "Safe layouts: notes and replay in one SQLite file" in log
+
+
+# -- in process: the next retry of a state resolves its pending claim --------------------------
+
+
+def failing_nth_write(failures: set[int]) -> Any:
+    """A SQLite `connect` whose connections fail the n-th write transaction they begin (as
+    a crash or an I/O error would at that point), counted across the store's connections."""
+    begun = [0]
+
+    class Connection(sqlite3.Connection):
+        def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+            if sql == "BEGIN IMMEDIATE":
+                begun[0] += 1
+                if begun[0] in failures:
+                    error = sqlite3.OperationalError("disk I/O error")
+                    error.sqlite_errorcode = sqlite3.SQLITE_IOERR  # type: ignore[attr-defined]
+                    raise error
+            return super().execute(sql, parameters)
+
+    def connect(path: str, timeout: float) -> sqlite3.Connection:
+        return sqlite3.connect(
+            path, timeout=timeout, isolation_level=None, check_same_thread=False, factory=Connection
+        )
+
+    return connect, begun
+
+
+def confirmation(note_id: str) -> Confirmation:
+    return Confirmation("alice", "nonce-1", 4e9, note_id, lambda live: True)
+
+
+def test_a_retry_after_a_failed_deletion_releases_the_pending_claim_and_deletes(
+    tmp_path: Path,
+) -> None:
+    notes = SqliteStore(tmp_path / "notes.db")
+    notes.add("n1", "file:///work/notes/a.md", "A")
+    replay = SqliteStore(tmp_path / "replay.db")
+    # The same file (current schema: opened without writing) through a connection whose
+    # first write, the deletion, fails.
+    notes_failing, begun_failing = failing_nth_write({1})
+    broken = SqliteStore(tmp_path / "notes.db", connect=notes_failing)
+    with pytest.raises(StoreUnavailable):
+        commit_deletion(broken, replay, confirmation("n1"))
+    assert [t.note_id for t in replay.pending_claims()] == ["n1"]
+    assert notes.ids() == ["n1"]
+    # The same confirmation again: the pending claim is fenced and released, then it deletes.
+    assert commit_deletion(notes, replay, confirmation("n1"))[0] is Deletion.DELETED
+    assert replay.pending_claims() == [] and notes.ids() == []
+    assert commit_deletion(notes, replay, confirmation("n1")) == (Deletion.USED, None)
+    for store in (notes, replay, broken):
+        store.close()
+    assert begun_failing[0] == 1
+
+
+def test_a_retry_after_a_deletion_whose_claim_was_not_settled_is_already_used(
+    tmp_path: Path,
+) -> None:
+    notes = SqliteStore(tmp_path / "notes.db")
+    notes.add("n1", "file:///work/notes/a.md", "A")
+    notes.add("n2", "file:///work/notes/b.md", "B")
+    failures: set[int] = set()
+    replay_failing, begun = failing_nth_write(failures)
+    replay = SqliteStore(tmp_path / "replay.db", connect=replay_failing)
+    failures.add(begun[0] + 2)  # after the claim, the settling write fails
+    with pytest.raises(StoreUnavailable):
+        commit_deletion(notes, replay, confirmation("n1"))
+    assert notes.ids() == ["n2"] and len(replay.pending_claims()) == 1
+    # Even offered another note, the retry of this state tells the truth: already used.
+    assert commit_deletion(notes, replay, confirmation("n2")) == (Deletion.USED, None)
+    assert replay.pending_claims() == [] and notes.ids() == ["n2"]
+    assert replay.live_claims() == 1
+    notes.close()
+    replay.close()

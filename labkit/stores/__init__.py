@@ -98,7 +98,7 @@ class StoreUnavailable(StoreError):
 
 
 class FaultLog:
-    """One warning line when a store condition starts, none while it lasts, one info line
+    """One warning line when a store condition starts, none while it lasts, one more line
     when it ends: a full disk under load is one line, not a traceback per request."""
 
     def __init__(self, logger: logging.Logger = log) -> None:
@@ -120,7 +120,7 @@ class FaultLog:
         with self._lock:
             ended, self._active = self._active, None
         if ended is not None:
-            self._log.info("store available again (was: %s)", ended)
+            self._log.warning("store available again (was: %s)", ended)
 
 
 class Claim(enum.Enum):
