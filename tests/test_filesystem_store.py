@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -640,3 +641,27 @@ def test_open_stores_closes_the_filesystem_store_when_the_replay_spec_fails(ws: 
     with pytest.raises(ValueError, match="replay store spec"):
         open_stores(f"filesystem://{journal}", "sqlite://relative.db", workspaces=[uri(ws)])
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_journal_of_version_1_is_migrated_keeping_its_pending_intents(ws: Path) -> None:
+    journal = ws.parent / "state" / "v1.db"
+    journal.parent.mkdir(exist_ok=True)
+    with sqlite3.connect(journal) as conn:
+        conn.executescript(
+            """
+            CREATE TABLE intents (id INTEGER PRIMARY KEY, principal TEXT NOT NULL,
+                nonce TEXT NOT NULL, note_id TEXT NOT NULL, root TEXT NOT NULL,
+                rel TEXT NOT NULL, identity TEXT NOT NULL, state TEXT NOT NULL,
+                resolution TEXT NOT NULL DEFAULT '', created_at REAL NOT NULL,
+                expires_at REAL NOT NULL, finished_at REAL, UNIQUE (principal, nonce));
+            INSERT INTO intents (principal, nonce, note_id, root, rel, identity, state,
+                created_at, expires_at)
+                VALUES ('alice', 'n1', 'fs-x', 'file:///nowhere', '["a.md"]', '1:2:3',
+                'pending', 0, 4e9);
+            """
+        )
+    with FilesystemNoteStore([uri(ws)], journal_path=journal) as s:
+        [pending] = s.pending_intents()
+        assert (pending.principal, pending.nonce, pending.attempt) == ("alice", "n1", "")
+        [resolved] = s.recover()
+        assert resolved.state == "abandoned"  # its workspace is no longer configured

@@ -222,3 +222,28 @@ def test_a_closed_store_refuses_work(path: Path) -> None:
     store.close()
     with pytest.raises(ValueError, match="closed"):
         store.get("x")
+
+
+def test_a_version_1_database_is_migrated_keeping_its_claims_and_notes(tmp_path: Path) -> None:
+    # The schema before pending claims and receipts, as labkit 1 wrote it.
+    path = tmp_path / "v1.db"
+    with sqlite3.connect(path) as conn:
+        conn.executescript(
+            """
+            CREATE TABLE meta (key TEXT PRIMARY KEY, value NOT NULL);
+            CREATE TABLE notes (id TEXT PRIMARY KEY, path TEXT NOT NULL, title TEXT NOT NULL,
+                title_folded TEXT NOT NULL, generation INTEGER NOT NULL);
+            CREATE TABLE claims (principal TEXT NOT NULL, nonce TEXT NOT NULL,
+                expires_at REAL NOT NULL, PRIMARY KEY (principal, nonce)) WITHOUT ROWID;
+            INSERT INTO meta VALUES ('epoch', 'abcd'), ('generation', 1);
+            INSERT INTO notes VALUES ('n1', '/work/notes/a.md', 'A', 'a', 1);
+            INSERT INTO claims VALUES ('alice', 'old', 4e9);
+            PRAGMA user_version = 1;
+            """
+        )
+    with SqliteStore(path) as store:
+        assert store.ids() == ["n1"] and store.used("alice", "old")
+        assert store.claim("alice", "old", 4e9) is Claim.USED
+        assert store.pending_claims() == []
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
