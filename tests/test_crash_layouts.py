@@ -42,7 +42,7 @@ from labkit.stores.filesystem import FilesystemNoteStore
 from labkit.stores.sqlite import SqliteStore
 
 NOTES = 240
-RANDOM_KILLS = 2
+RANDOM_KILLS = 1
 CLIENTS = 4
 DATABASE_WORKSPACE = "file:///work/notes"
 
@@ -293,7 +293,7 @@ def random_kills(
         workers = [threading.Thread(target=client, args=(stop,)) for _ in range(CLIENTS)]
         for worker in workers:
             worker.start()
-        time.sleep(rng.uniform(0.2, 0.8))
+        time.sleep(rng.uniform(0.4, 1.2))
         served.kill()
         stop.set()
         for worker in workers:
