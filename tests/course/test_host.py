@@ -18,9 +18,9 @@ from helpers import KEY_A, TPS, Lab, check_wire
 from test_http import serve_process, serving
 
 from labkit import messages
+from labkit.client import render_message
 from labkit.conformance import AnonymousAuthenticator, conformance_server
 from labkit.course import Host, McpError, Pending, TooManyRounds, TransportError
-from labkit.course.host import render_message
 from labkit.server import Request, Server
 from labkit.state import KeyRing
 from labkit.transports.envelope import decode_header_value, encode_header_value
