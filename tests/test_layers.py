@@ -498,12 +498,24 @@ def test_control_an_internal_import_in_a_notebook_is_caught() -> None:
     ]
 
 
+def missing_exports(package: object) -> list[str]:
+    return [n for n in getattr(package, "__all__", ()) if not hasattr(package, n)]
+
+
 def test_every_exported_name_exists() -> None:
     import labkit.course
 
     for package in (labkit, labkit.course):
-        missing = [n for n in package.__all__ if not hasattr(package, n)]
-        assert missing == [], f"{package.__name__} exports {missing} it does not have"
+        assert missing_exports(package) == [], package
+
+
+def test_control_an_exported_name_that_is_not_there_is_caught() -> None:
+    import types
+
+    fake = types.ModuleType("fake")
+    fake.__all__ = ["here", "gone"]  # type: ignore[attr-defined]
+    fake.here = 1  # type: ignore[attr-defined]
+    assert missing_exports(fake) == ["gone"]
 
 
 # -- the README's layout table against the tree ---------------------------------------------------
@@ -569,4 +581,45 @@ def test_control_the_layout_check_finds_a_missing_and_an_unlisted_module(tmp_pat
     assert layout_problems(readme, tmp_path) == [
         "listed but missing: labkit/gone.py",
         "a module the table does not list: labkit/b.py",
+    ]
+
+
+# -- one name per concept ---------------------------------------------------------------------
+
+
+def name_clashes(modules: dict[str, Path]) -> list[str]:
+    """Two module files with one name (packages aside), or two top-level classes with one name,
+    anywhere in the package."""
+    seen_files: dict[str, str] = {}
+    seen_classes: dict[str, str] = {}
+    clashes: list[str] = []
+    for name, path in sorted(modules.items()):
+        if path.name != "__init__.py":
+            if path.name in seen_files:
+                clashes.append(f"module file {path.name}: {seen_files[path.name]} and {name}")
+            seen_files.setdefault(path.name, name)
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef):
+                if node.name in seen_classes:
+                    clashes.append(f"class {node.name}: {seen_classes[node.name]} and {name}")
+                seen_classes.setdefault(node.name, name)
+    return clashes
+
+
+def test_no_two_modules_or_classes_share_a_name() -> None:
+    assert name_clashes(MODULES) == []
+
+
+def test_control_a_second_exercise_class_and_a_second_forms_module_are_caught(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "forms.py").write_text("class Exercise:\n    pass\n")
+    (tmp_path / "b" / "forms.py").write_text("class Exercise:\n    pass\nclass Other:\n    pass\n")
+    modules = {"labkit.a.forms": tmp_path / "a" / "forms.py"}
+    modules["labkit.b.forms"] = tmp_path / "b" / "forms.py"
+    assert name_clashes(modules) == [
+        "module file forms.py: labkit.a.forms and labkit.b.forms",
+        "class Exercise: labkit.a.forms and labkit.b.forms",
     ]

@@ -1,5 +1,5 @@
-"""The course host, the client side of MRTR, against the real core: in process, a `labkit serve`
-subprocess over stdio, and `labkit serve --transport http` over Streamable HTTP.
+"""`labkit.client.Host`, the client side of MRTR, against the real core: in process, a
+`labkit serve` subprocess over stdio, and `labkit serve --transport http` over Streamable HTTP.
 
 Every exchange the in-process host makes is also checked against the 2026-07-28 schema
 (`check_wire`), so the host is shown to send what a server may receive.
