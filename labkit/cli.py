@@ -261,7 +261,7 @@ def _run_course_execute(args: argparse.Namespace) -> int:
 
 
 def _run_demo(args: argparse.Namespace) -> int:
-    from labkit.demo import run_walkthrough
+    from labkit.walkthrough import run_walkthrough
 
     return run_walkthrough(width=args.width)
 

@@ -23,7 +23,6 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from labkit.auth import TokenAuthenticator
 from labkit.clock import Clock, system_clock
-from labkit.consent import ConsentService
 from labkit.deployment import create_server
 from labkit.sandbox import Mode as SandboxMode
 from labkit.scope import AllowlistAuthorizer, ScopeError, parse_file_uri
@@ -44,6 +43,7 @@ from labkit.transports.limits import (
     DEFAULT_TIMEOUT_SECONDS,
     ConnectionLimits,
 )
+from labkit.url_mode import ConsentService
 
 log = logging.getLogger("labkit.config")
 

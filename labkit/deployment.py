@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from labkit.clock import Clock, system_clock
-from labkit.consent import ConsentService
 from labkit.notes_delete import MAX_CANDIDATES, NotesDelete
 from labkit.notes_export import MemoryReportService, NotesExport, ReportService
 from labkit.scope import AllowlistAuthorizer, Authorizer
@@ -21,6 +20,7 @@ from labkit.state import DEFAULT_TTL_SECONDS, KeyRing, StateSigner
 from labkit.stores import NoteStore, ReplayStore
 from labkit.stores.consent import MemoryConsentStore
 from labkit.stores.memory import MemoryNoteStore, MemoryReplayStore
+from labkit.url_mode import ConsentService
 
 DEMO_ALLOWLIST = {
     "alice": ["file:///work/notes"],

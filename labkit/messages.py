@@ -2,7 +2,7 @@
 
 Owns: per-request `_meta`, the JSON-RPC request envelope, `tools/call` and its MRTR retry, the
 three elicitation answers, and small readers of a result. The one copy the host
-(`labkit.course.host`), the demo, the tests and the bench build their messages with.
+(`labkit.client`), the demo, the tests and the bench build their messages with.
 Pure module: arguments in, fresh dicts out; no I/O, no clock, no id source (the caller picks
 every id). Must not import the server, a transport, the course toolkit or anything that
 does I/O.

@@ -21,7 +21,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, NoReturn, Protocol
 
-from labkit.consent import ConsentService, require_url_elicitation, url_elicitation
 from labkit.errors import INTERNAL_ERROR, INVALID_PARAMS, SERVER_BUSY, ProtocolError
 from labkit.notes_delete import (
     OUTSIDE_ERROR,
@@ -34,6 +33,7 @@ from labkit.scope import Authorizer, authorize, format_file_uri
 from labkit.server import Request
 from labkit.state import Binding, InvalidState, StateSigner, digest
 from labkit.stores import Claim, Note, NoteStore, ReplayStore, StoreError
+from labkit.url_mode import ConsentService, require_url_elicitation, url_elicitation
 
 log = logging.getLogger("labkit.notes_export")
 

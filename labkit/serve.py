@@ -34,9 +34,9 @@ from labkit.transports.limits import (
 
 if TYPE_CHECKING:
     from labkit.auth import Authenticator
-    from labkit.consent import ConsentService
     from labkit.sandbox import Mode as SandboxMode
     from labkit.server import Server
+    from labkit.url_mode import ConsentService
 
 log = logging.getLogger("labkit.serve")
 

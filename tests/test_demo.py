@@ -6,7 +6,7 @@ import io
 import subprocess
 import sys
 
-from labkit.demo import run_walkthrough
+from labkit.walkthrough import run_walkthrough
 
 
 def test_walkthrough_passes_all_eleven_checkpoints() -> None:

@@ -1,4 +1,6 @@
-"""The dependency direction, enforced: what module docstrings say a module must not import.
+"""The dependency direction, enforced: what module docstrings say a module must not import, the
+floors of the package, no import circle, notebooks on the public surface only, and the README's
+layout table against the tree.
 
 Read with `ast` (nothing is imported to check it), following labkit's own imports transitively,
 so a core module cannot reach a transport through a module in between. Two sources of rules:
@@ -51,7 +53,7 @@ PHRASES: dict[str, tuple[str, ...]] = {
     "the grader": ("labkit.grade",),
     "a widget toolkit": ("ipywidgets",),
     "ipywidgets": ("ipywidgets",),
-    "the checks": ("labkit.course.checks",),
+    "the checks": ("labkit.course.exercises.checks", "labkit.course.exercises.trial"),
     "the protocol core": CORE,
     "the server": ("labkit.server",),
     "the core": ("labkit.server", "labkit.notes_delete", "labkit.deployment"),
@@ -292,3 +294,332 @@ def test_control_an_unknown_phrase_fails_loudly(tmp_path: Path) -> None:
     modules = _fake_package(tmp_path, {"labkit.odd": '"""Must not import the moon."""\n'})
     with pytest.raises(AssertionError, match="the moon"):
         docstring_rules(modules)
+
+
+# -- the floors: nothing imports from a floor above its own --------------------------------------
+
+# Lowest first. A module sits on the floor of its longest matching prefix; `labkit` (the core)
+# catches every module not named here, so a new module starts on the strictest floor.
+FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("core", ("labkit",)),
+    ("transports", ("labkit.transports", "labkit.config", "labkit.serve")),
+    ("client", ("labkit.client", "labkit.walkthrough")),
+    ("course rooms", ("labkit.course.exercises", "labkit.course.widgets", "labkit.course.lessons")),
+    ("course tools", ("labkit.course.build", "labkit.course.skill")),
+    ("course surface", ("labkit.course",)),
+    ("grader", ("labkit.grade",)),
+    ("command line", ("labkit.cli",)),
+)
+
+
+def floor_of(name: str) -> int:
+    best, level = -1, -1
+    for index, (_, prefixes) in enumerate(FLOORS):
+        for prefix in prefixes:
+            if matches(name, (prefix,)) and len(prefix) > best:
+                best, level = len(prefix), index
+    if level < 0:
+        raise AssertionError(f"{name} is on no floor")
+    return level
+
+
+def import_graph(modules: dict[str, Path] = MODULES) -> dict[str, set[str]]:
+    """Module -> the labkit modules its import statements name (function bodies too)."""
+    return {
+        name: {m for m in imports_of(path.read_text(), modules) if m in modules}
+        for name, path in modules.items()
+    }
+
+
+GRAPH = import_graph()
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(
+        f"{name} ({FLOORS[floor_of(name)][0]}) imports {target} ({FLOORS[floor_of(target)][0]})"
+        for name, targets in graph.items()
+        for target in targets
+        if floor_of(target) > floor_of(name)
+    )
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module, or a module importing
+    itself (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work: list[tuple[str, list[str]]] = [(root, sorted(graph[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, todo = work[-1]
+            if todo:
+                nxt = todo.pop()
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, sorted(graph.get(nxt, ()))))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1 or node in graph.get(node, ()):
+                    found.append(sorted(component))
+    return found
+
+
+def test_every_module_is_on_a_floor() -> None:
+    assert all(floor_of(name) >= 0 for name in MODULES)
+    assert floor_of("labkit.course.exercises.checks") > floor_of("labkit.client")
+    assert floor_of("labkit.client") > floor_of("labkit.server")
+
+
+def test_no_import_from_a_lower_floor_to_a_higher_one() -> None:
+    assert upward_imports(GRAPH) == []
+
+
+def test_the_package_has_no_import_circle() -> None:
+    assert cycles(GRAPH) == []
+
+
+def test_the_client_and_the_walkthrough_need_no_course() -> None:
+    for name in ("labkit.client", "labkit.walkthrough"):
+        assert violations(name, ("labkit.course", "labkit.grade")) == []
+
+
+def test_control_an_import_circle_is_found() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}, "f": set()}
+    assert sorted(cycles(graph)) == [["a", "b", "c"], ["e"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_control_an_upward_import_is_found() -> None:
+    graph = {"labkit.server": {"labkit.course.exercises.checks"}, "labkit.cli": {"labkit"}}
+    assert upward_imports(graph) == [
+        "labkit.server (core) imports labkit.course.exercises.checks (course rooms)"
+    ]
+    assert upward_imports({"labkit.client": {"labkit.course"}}) != []
+
+
+# -- notebooks import the public surface only -----------------------------------------------------
+
+REPO = ROOT.parent
+NOTEBOOKS = sorted((REPO / "solutions").glob("*.ipynb")) + sorted(
+    (REPO / "notebooks").glob("*.ipynb")
+)
+PUBLIC = ("labkit", "labkit.course")
+
+
+def notebook_imports(cells: Iterable[str]) -> list[tuple[str, str | None]]:
+    """(module, name or None) for every import of every code cell; IPython syntax (magics,
+    shell escapes) is translated to Python first, as the kernel does."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    translate = TransformerManager()
+    found: list[tuple[str, str | None]] = []
+    for source in cells:
+        for node in ast.walk(ast.parse(translate.transform_cell(source))):
+            if isinstance(node, ast.Import):
+                found.extend((alias.name, None) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                module = "." * node.level + (node.module or "")
+                found.extend((module, alias.name) for alias in node.names)
+    return found
+
+
+def off_the_surface(imports: Iterable[tuple[str, str | None]]) -> list[str]:
+    """The imports that reach labkit other than through `labkit` or `labkit.course`, or name
+    something those two do not export."""
+    import labkit.course
+
+    exported = {"labkit": set(labkit.__all__), "labkit.course": set(labkit.course.__all__)}
+    bad: list[str] = []
+    for module, name in imports:
+        if module.startswith("."):
+            bad.append(f"relative import {module}")
+        elif module.split(".")[0] != "labkit":
+            continue
+        elif name is None:
+            if module not in PUBLIC:
+                bad.append(f"import {module}")
+        elif module not in PUBLIC:
+            bad.append(f"from {module} import {name}")
+        elif name != "*" and name not in exported[module]:
+            bad.append(f"from {module} import {name} (not in __all__)")
+    return bad
+
+
+def code_cells(path: Path) -> list[str]:
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    return [c.source for c in nb.cells if c.cell_type == "code"]
+
+
+def test_the_notebooks_are_there() -> None:
+    assert len(NOTEBOOKS) == 16
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[f"{p.parent.name}/{p.name}" for p in NOTEBOOKS])
+def test_a_notebook_imports_only_the_public_surface(path: Path) -> None:
+    imports = notebook_imports(code_cells(path))
+    assert any(module in PUBLIC for module, _ in imports), "the notebook imports no labkit"
+    assert off_the_surface(imports) == []
+
+
+def test_control_an_internal_import_in_a_notebook_is_caught() -> None:
+    cells = [
+        "%load_ext autoreload\nimport json\nfrom labkit import KeyRing",
+        "from labkit.scope import parse_file_uri\nimport labkit.course.lessons.peek",
+        "from labkit.course import not_exported\nfrom labkit.course import check",
+    ]
+    assert off_the_surface(notebook_imports(cells)) == [
+        "from labkit.scope import parse_file_uri",
+        "import labkit.course.lessons.peek",
+        "from labkit.course import not_exported (not in __all__)",
+    ]
+
+
+def missing_exports(package: object) -> list[str]:
+    return [n for n in getattr(package, "__all__", ()) if not hasattr(package, n)]
+
+
+def test_every_exported_name_exists() -> None:
+    import labkit.course
+
+    for package in (labkit, labkit.course):
+        assert missing_exports(package) == [], package
+
+
+def test_control_an_exported_name_that_is_not_there_is_caught() -> None:
+    import types
+
+    fake = types.ModuleType("fake")
+    fake.__all__ = ["here", "gone"]  # type: ignore[attr-defined]
+    fake.here = 1  # type: ignore[attr-defined]
+    assert missing_exports(fake) == ["gone"]
+
+
+# -- the README's layout table against the tree ---------------------------------------------------
+
+
+def layout_paths(readme: str) -> list[str]:
+    """Every path the "## Layout" table names. In a cell, a token with a `/` is a path from the
+    repository root; a bare name is a file next to the token before it."""
+    section = readme.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    paths: list[str] = []
+    for row in re.findall(r"^\| (.+?) \| .* \|$", section, re.MULTILINE):
+        folder = ""
+        for token in re.findall(r"`([^`]+)`", row):
+            if "/" in token:
+                path = token
+                folder = token if token.endswith("/") else token.rsplit("/", 1)[0] + "/"
+            else:
+                path = folder + token
+            paths.append(path)
+    return paths
+
+
+def modules_in_tree(root: Path) -> set[str]:
+    """Every module file under `root`, but a package `__init__.py` that holds only a docstring."""
+    found: set[str] = set()
+    for path in root.rglob("*.py"):
+        body = ast.parse(path.read_text()).body
+        if (
+            path.name == "__init__.py"
+            and len(body) <= 1
+            and ast.get_docstring(ast.Module(body, []))
+        ):
+            continue
+        found.add(path.relative_to(root.parent).as_posix())
+    return found
+
+
+def layout_problems(readme: str, repo: Path) -> list[str]:
+    listed = layout_paths(readme)
+    problems = [f"listed but missing: {p}" for p in listed if not (repo / p).exists()]
+    listed_modules = {p for p in listed if p.endswith(".py")}
+    problems += [
+        f"a module the table does not list: {m}"
+        for m in sorted(modules_in_tree(repo / "labkit") - listed_modules)
+    ]
+    return problems
+
+
+def test_the_readme_layout_table_lists_every_module_and_nothing_else() -> None:
+    assert layout_problems((REPO / "README.md").read_text(), REPO) == []
+
+
+def test_control_the_layout_check_finds_a_missing_and_an_unlisted_module(tmp_path: Path) -> None:
+    (tmp_path / "labkit" / "sub").mkdir(parents=True)
+    (tmp_path / "labkit" / "__init__.py").write_text('"""Doc."""\nX = 1\n')
+    (tmp_path / "labkit" / "sub" / "__init__.py").write_text('"""Only a docstring."""\n')
+    (tmp_path / "labkit" / "a.py").write_text("")
+    (tmp_path / "labkit" / "b.py").write_text("")
+    readme = (
+        "# x\n\n## Layout\n\n| path | what |\n|---|---|\n"
+        "| `labkit/__init__.py`, `a.py`, `gone.py` | things |\n\n## Next\n"
+    )
+    assert layout_problems(readme, tmp_path) == [
+        "listed but missing: labkit/gone.py",
+        "a module the table does not list: labkit/b.py",
+    ]
+
+
+# -- one name per concept ---------------------------------------------------------------------
+
+
+def name_clashes(modules: dict[str, Path]) -> list[str]:
+    """Two module files with one name (packages aside), or two top-level classes with one name,
+    anywhere in the package."""
+    seen_files: dict[str, str] = {}
+    seen_classes: dict[str, str] = {}
+    clashes: list[str] = []
+    for name, path in sorted(modules.items()):
+        if path.name != "__init__.py":
+            if path.name in seen_files:
+                clashes.append(f"module file {path.name}: {seen_files[path.name]} and {name}")
+            seen_files.setdefault(path.name, name)
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef):
+                if node.name in seen_classes:
+                    clashes.append(f"class {node.name}: {seen_classes[node.name]} and {name}")
+                seen_classes.setdefault(node.name, name)
+    return clashes
+
+
+def test_no_two_modules_or_classes_share_a_name() -> None:
+    assert name_clashes(MODULES) == []
+
+
+def test_control_a_second_exercise_class_and_a_second_forms_module_are_caught(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "forms.py").write_text("class Exercise:\n    pass\n")
+    (tmp_path / "b" / "forms.py").write_text("class Exercise:\n    pass\nclass Other:\n    pass\n")
+    modules = {"labkit.a.forms": tmp_path / "a" / "forms.py"}
+    modules["labkit.b.forms"] = tmp_path / "b" / "forms.py"
+    assert name_clashes(modules) == [
+        "module file forms.py: labkit.a.forms and labkit.b.forms",
+        "class Exercise: labkit.a.forms and labkit.b.forms",
+    ]

@@ -38,13 +38,6 @@ from test_http import serve_process, serving
 from labkit.auth import demo_authenticator, hash_token
 from labkit.clock import FakeClock
 from labkit.config import ConfigError, parse_config
-from labkit.consent import (
-    CONNECT_PATH,
-    ConsentService,
-    has_url_elicitation,
-    require_url_elicitation,
-    url_elicitation,
-)
 from labkit.deployment import DEMO_ALLOWLIST, create_server
 from labkit.errors import ProtocolError
 from labkit.notes_export import INPUT_KEY, MemoryReportService
@@ -62,6 +55,13 @@ from labkit.stores.consent import (
 from labkit.stores.memory import MemoryNoteStore, MemoryReplayStore
 from labkit.transports.consent_page import ConsentPage
 from labkit.transports.http import create_app
+from labkit.url_mode import (
+    CONNECT_PATH,
+    ConsentService,
+    has_url_elicitation,
+    require_url_elicitation,
+    url_elicitation,
+)
 
 URL_CAPS: dict[str, Any] = {"elicitation": {"url": {}}}
 BOTH_CAPS: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}}

@@ -29,9 +29,9 @@ from test_http import serving
 from test_notes_export import ALICE_NOTES, ExportLab, build_export_lab
 
 from labkit.auth import demo_authenticator
-from labkit.consent import CONNECT_PATH
 from labkit.transports.consent_page import ConsentPage
 from labkit.transports.http import create_app
+from labkit.url_mode import CONNECT_PATH
 
 NOTES = {"workspaceUri": "file:///work/notes"}
 

@@ -34,7 +34,6 @@ from helpers import (
 )
 
 from labkit.clock import FakeClock
-from labkit.consent import ConsentService
 from labkit.deployment import create_server
 from labkit.errors import SERVER_BUSY, http_status
 from labkit.fsroot import Parts, WalkResolver
@@ -46,6 +45,7 @@ from labkit.state import KeyRing
 from labkit.stores.consent import MemoryConsentStore
 from labkit.stores.filesystem import FilesystemNoteStore
 from labkit.stores.sqlite import SqliteStore
+from labkit.url_mode import ConsentService
 
 UNAVAILABLE = {"code": SERVER_BUSY, "message": STORE_UNAVAILABLE_ERROR}
 ERRNOS = [errno.EMFILE, errno.ENFILE, errno.EIO]

@@ -12,7 +12,7 @@ import html
 from collections import Counter, defaultdict
 from typing import Final
 
-from labkit.grade.report import BatchReport, Outcome
+from labkit.grade.report import BatchReport, GradedOutcome
 
 _STYLE: Final = """
 body { font: 15px/1.4 system-ui, sans-serif; margin: 2em auto; max-width: 60em; color: #222; }
@@ -54,7 +54,7 @@ def render(batch: BatchReport) -> str:
             points[exercise.id] += exercise.points
             most[exercise.id] += exercise.max_points
             for check in exercise.checks:
-                if check.outcome is not Outcome.PASSED:
+                if check.outcome is not GradedOutcome.PASSED:
                     failed[(exercise.id, check.title)] += 1
     means = {k: 100.0 * points[k] / most[k] for k in most if most[k]}
     esc = html.escape

@@ -4,8 +4,9 @@ Owns: the `Course` (the solutions and what to check in them), the order of work 
 submission, and the rule that a check that could not run is failed "did not run", never passed.
 The code sent to the kernel is the learner's code cells in the learner's order, then, per
 exercise, one cell that loads the hidden checks from a string (their source never touches the
-scratch directory), one cell running the course's public checks (`labkit.course.checks`, when
-this labkit has them), then one cell per hidden check, so a hanging check only fails itself.
+scratch directory), one cell running the course's public checks
+(`labkit.course.exercises.checks`, when this labkit has them), then one cell per hidden check,
+so a hanging check only fails itself.
 
 Collaborators are injected: the kernel runner (anything with `run(scratch, sources)`), the
 clock and the scratch root.
@@ -25,11 +26,11 @@ from typing import Any, Final, Protocol
 
 from nbformat import NotebookNode
 
-from labkit.grade import exercises as ex
+from labkit.grade import graded_exercises as ex
 from labkit.grade import notebooks, outputs
 from labkit.grade.kernel import CellRun, CellStatus, Execution
 from labkit.grade.probe import MIME, PUBLIC_MIME
-from labkit.grade.report import CheckScore, Outcome, SubmissionReport, exercise_score
+from labkit.grade.report import CheckScore, GradedOutcome, SubmissionReport, exercise_score
 
 PROBE_SOURCE: Final = (Path(__file__).parent / "probe.py").read_text(encoding="utf-8")
 OUTPUTS_SECTION: Final = "outputs"
@@ -49,7 +50,7 @@ class Runner(Protocol):
 @dataclass(frozen=True)
 class Course:
     solutions: Mapping[str, NotebookNode]
-    registry: Mapping[str, ex.Exercise] = field(default_factory=lambda: dict(ex.EXERCISES))
+    registry: Mapping[str, ex.GradedExercise] = field(default_factory=lambda: dict(ex.EXERCISES))
     patterns: Sequence[tuple[str, str]] = field(default_factory=outputs.sanitizers)
     public: Callable[[str], Sequence[ex.PublicCheck]] = ex.course_public_checks
 
@@ -163,7 +164,7 @@ def _cell_notices(cells: Sequence[NotebookNode], runs: Sequence[CellRun]) -> lis
     return notices
 
 
-def _loader(exercise: ex.Exercise) -> str:
+def _loader(exercise: ex.GradedExercise) -> str:
     code = PROBE_SOURCE + "\n\n" + exercise.source()
     # Builtins through the module: a learner's own `compile`, `exec` or `globals` must not
     # break grading.
@@ -175,7 +176,7 @@ def _loader(exercise: ex.Exercise) -> str:
     )
 
 
-def _public_cell(exercise: ex.Exercise) -> str:
+def _public_cell(exercise: ex.GradedExercise) -> str:
     return f"{_NS}[{exercise.id!r}]['public']({exercise.id!r}, {_B}.globals())\n"
 
 
@@ -191,10 +192,10 @@ def _public_scores(
     for check in expected:
         result = reported.get(check.name)
         try:
-            outcome = Outcome(str(result["outcome"])) if result else Outcome.DID_NOT_RUN
+            outcome = GradedOutcome(str(result["outcome"])) if result else GradedOutcome.DID_NOT_RUN
         except ValueError:
-            outcome = Outcome.DID_NOT_RUN
-        if outcome is Outcome.DID_NOT_RUN:
+            outcome = GradedOutcome.DID_NOT_RUN
+        if outcome is GradedOutcome.DID_NOT_RUN:
             message = (
                 _not_run(run, execution)
                 if run.status is not CellStatus.OK
@@ -208,7 +209,7 @@ def _public_scores(
                 title=check.name,
                 hidden=False,
                 outcome=outcome,
-                points=check.points if outcome is Outcome.PASSED else 0.0,
+                points=check.points if outcome is GradedOutcome.PASSED else 0.0,
                 max_points=check.points,
                 message=outputs.plain(message),
             )
@@ -231,19 +232,19 @@ def _not_run(run: CellRun, execution: Execution) -> str:
 def _hidden_score(check: ex.HiddenCheck, run: CellRun, execution: Execution) -> CheckScore:
     result = next((o["data"][MIME] for o in run.outputs if MIME in o.get("data", {})), None)
     if run.status is not CellStatus.OK or not isinstance(result, dict):
-        outcome, message = Outcome.DID_NOT_RUN, _not_run(run, execution)
+        outcome, message = GradedOutcome.DID_NOT_RUN, _not_run(run, execution)
     else:
         try:
-            outcome = Outcome(str(result.get("outcome")))
+            outcome = GradedOutcome(str(result.get("outcome")))
             message = str(result.get("message", ""))
         except ValueError:
-            outcome, message = Outcome.DID_NOT_RUN, "did not run: the check reported nothing"
+            outcome, message = GradedOutcome.DID_NOT_RUN, "did not run: the check reported nothing"
     return CheckScore(
         name=f"{check.exercise}/{check.function}",
         title=check.title,
         hidden=True,
         outcome=outcome,
-        points=check.points if outcome is Outcome.PASSED else 0.0,
+        points=check.points if outcome is GradedOutcome.PASSED else 0.0,
         max_points=check.points,
         message=outputs.plain(message),
     )
@@ -262,21 +263,21 @@ def _output_scores(
     for ref in checked:
         index = by_id.get(ref.cell_id)
         if index is None:
-            outcome = Outcome.NOT_ATTEMPTED
+            outcome = GradedOutcome.NOT_ATTEMPTED
             message = f"cell `{ref.cell_id}` is missing (deleted, or no longer a code cell)"
         elif runs[index].status in (CellStatus.OK, CellStatus.ERROR):
             verdict = outputs.compare(ref.cell_id, ref.outputs, runs[index].outputs, patterns)
-            outcome = Outcome.PASSED if verdict is None else Outcome.INCORRECT
+            outcome = GradedOutcome.PASSED if verdict is None else GradedOutcome.INCORRECT
             message = verdict or ""
         else:
-            outcome, message = Outcome.DID_NOT_RUN, _not_run(runs[index], execution)
+            outcome, message = GradedOutcome.DID_NOT_RUN, _not_run(runs[index], execution)
         scores.append(
             CheckScore(
                 name=f"{OUTPUTS_SECTION}/{ref.cell_id}",
                 title=f"output of cell `{ref.cell_id}`",
                 hidden=False,
                 outcome=outcome,
-                points=1.0 if outcome is Outcome.PASSED else 0.0,
+                points=1.0 if outcome is GradedOutcome.PASSED else 0.0,
                 max_points=1.0,
                 message=message,
             )

@@ -46,12 +46,13 @@ def run(check: Any, namespace: Any, key: Any) -> Any:
 
 
 def public(exercise_id: Any, namespace: Any) -> Any:
-    """The course's public checks (`labkit.course.checks`), against the notebook's names."""
+    """The course's public checks (`labkit.course.exercises.checks`), against the notebook's
+    names."""
     import importlib
 
     from IPython.display import display
 
-    checks = importlib.import_module("labkit.course.checks")
+    checks = importlib.import_module("labkit.course.exercises.checks")
     report = checks.Checker(namespace=lambda: namespace).check(exercise_id)
     results = [r.to_dict() for r in report.results]
     display({PUBLIC_MIME: {"results": results}}, raw=True)  # type: ignore[no-untyped-call]

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 SCHEMA_VERSION: Final = 1
 
 
-class Outcome(enum.StrEnum):
+class GradedOutcome(enum.StrEnum):
     PASSED = "passed"
     INCORRECT = "incorrect"
     ERROR = "error in your code"
@@ -34,7 +34,7 @@ class CheckScore(BaseModel):
     name: str
     title: str
     hidden: bool
-    outcome: Outcome
+    outcome: GradedOutcome
     points: float
     max_points: float
     message: str
@@ -128,16 +128,16 @@ def feedback(report: SubmissionReport) -> str:
                 f"  [{check.outcome.value}] {check.title} "
                 f"({mark}{_points(check.points)}/{_points(check.max_points)})"
             )
-            if check.outcome is not Outcome.PASSED and check.message:
+            if check.outcome is not GradedOutcome.PASSED and check.message:
                 line += f": {check.message}"
             lines.append(line)
     checks = [c for e in report.exercises for c in e.checks]
     hidden = [c for c in checks if c.hidden]
     lines.append("")
-    if checks and all(c.outcome is Outcome.PASSED for c in checks):
+    if checks and all(c.outcome is GradedOutcome.PASSED for c in checks):
         lines.append("All checks passed, hidden checks included.")
     else:
-        passed = sum(c.outcome is Outcome.PASSED for c in hidden)
+        passed = sum(c.outcome is GradedOutcome.PASSED for c in hidden)
         lines.append(
             f"Hidden checks (run only at grading): {passed} of {len(hidden)} passed. "
             "Each line above says what was expected and what your code did."
@@ -164,7 +164,7 @@ def junit(reports: Sequence[SubmissionReport]) -> str:
                     classname=f"{report.file}.{exercise.id}",
                     name=check.title,
                 )
-                if check.outcome is not Outcome.PASSED:
+                if check.outcome is not GradedOutcome.PASSED:
                     failures += 1
                     ET.SubElement(
                         case, "failure", message=f"{check.outcome.value}: {check.message}".strip()

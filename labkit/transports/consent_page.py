@@ -32,8 +32,8 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from labkit.auth import Authenticator
-from labkit.consent import CONNECT_PATH, ConsentService
 from labkit.stores.consent import ConsentLink, Grant
+from labkit.url_mode import CONNECT_PATH, ConsentService
 
 log = logging.getLogger("labkit.transports.consent_page")
 

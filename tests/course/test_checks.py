@@ -12,21 +12,18 @@ import exercise_solutions as sol
 import pytest
 
 import labkit.course
-from labkit.course.checkpoint_checks import read_walkthrough
-from labkit.course.checks import (
+from labkit.course.exercises.checkpoints import read_walkthrough
+from labkit.course.exercises.checks import Checker, CheckReport, HintState, UnknownExercise
+from labkit.course.exercises.registry import EXERCISES
+from labkit.course.exercises.trial import (
     Check,
-    Checker,
-    CheckReport,
     CheckSettings,
     Exercise,
     Fail,
-    HintState,
     Outcome,
     Trial,
-    UnknownExercise,
     is_learner_file,
 )
-from labkit.course.exercises import EXERCISES
 
 CONTRACT = {"ex1": "claim_and_delete", "ex3": "delete_note", "ex4": "resolve_inside"}
 REFERENCE = {"ex1": sol.claim_and_delete, "ex3": sol.delete_note, "ex4": sol.resolve_inside}
@@ -384,7 +381,7 @@ def test_only_the_learners_files_count_as_learner_frames() -> None:
 
     import nbclient
 
-    import labkit.course.checks as checks_module
+    import labkit.course.exercises.trial as checks_module
 
     assert set(Outcome) == {
         Outcome.PASSED,

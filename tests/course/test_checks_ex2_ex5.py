@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from labkit.consent import url_elicitation
-from labkit.course.checks import Checker, CheckReport, CheckSettings, HintState, Outcome
+from labkit.course.exercises.checks import Checker, CheckReport, HintState
+from labkit.course.exercises.trial import CheckSettings, Outcome
 from labkit.errors import INVALID_PARAMS, MISSING_CAPABILITY, ProtocolError
 from labkit.legacy import to_legacy_requests
+from labkit.url_mode import url_elicitation
 
 
 def run(exercise: str, name: str, fn: Callable[..., Any]) -> CheckReport:

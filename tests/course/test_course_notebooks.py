@@ -25,7 +25,7 @@ import pytest
 
 from labkit.course import build
 from labkit.grade.execute import cell_times, execute
-from labkit.grade.exercises import EXERCISES
+from labkit.grade.graded_exercises import EXERCISES
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions"

@@ -17,9 +17,11 @@ from typing import Any
 import exercise_solutions as sol
 import pytest
 
-from labkit.course.checks import CheckSettings, Outcome, run_check
-from labkit.course.exercises import EXERCISES, add_notes, connect, create_ex1_schema
-from labkit.course.race import ByReference, BySource, NotPortable, carry, race
+from labkit.course.exercises.checks import run_check
+from labkit.course.exercises.fixtures import add_notes, connect, create_ex1_schema
+from labkit.course.exercises.race import ByReference, BySource, NotPortable, carry, race
+from labkit.course.exercises.registry import EXERCISES
+from labkit.course.exercises.trial import CheckSettings, Outcome
 
 RACE = next(c for c in EXERCISES["ex1"].checks if c.name == "two processes race")
 

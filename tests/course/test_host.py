@@ -1,5 +1,5 @@
-"""The course host, the client side of MRTR, against the real core: in process, a `labkit serve`
-subprocess over stdio, and `labkit serve --transport http` over Streamable HTTP.
+"""`labkit.client.Host`, the client side of MRTR, against the real core: in process, a
+`labkit serve` subprocess over stdio, and `labkit serve --transport http` over Streamable HTTP.
 
 Every exchange the in-process host makes is also checked against the 2026-07-28 schema
 (`check_wire`), so the host is shown to send what a server may receive.
@@ -18,9 +18,9 @@ from helpers import KEY_A, TPS, Lab, check_wire
 from test_http import serve_process, serving
 
 from labkit import messages
+from labkit.client import render_message
 from labkit.conformance import AnonymousAuthenticator, conformance_server
 from labkit.course import Host, McpError, Pending, TooManyRounds, TransportError
-from labkit.course.host import render_message
 from labkit.server import Request, Server
 from labkit.state import KeyRing
 from labkit.transports.envelope import decode_header_value, encode_header_value

@@ -1,4 +1,4 @@
-"""labkit.course.jail: the sandbox tried in a child process; the test's own process stays free.
+"""labkit.course.lessons.jail: the sandbox tried in a child; the test's own process stays free.
 
 Landlock is available on this project's kernels (test_sandbox.py requires it), so the
 restricted column is asserted exactly.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from labkit.course.jail import ATTEMPTS, compare, landlock_abi, sandbox_trial
+from labkit.course.lessons.jail import ATTEMPTS, compare, landlock_abi, sandbox_trial
 
 
 def test_without_the_sandbox_only_fsroot_refuses() -> None:

@@ -1,4 +1,4 @@
-"""`labkit.course.legacy_sdk`: the official SDK client in legacy mode against labkit's stdio
+"""`labkit.course.lessons.legacy_sdk`: the official SDK client in legacy mode against labkit's stdio
 server, in a thread as notebook 07 drives it and as the `labkit serve` process, reported as
 plain values."""
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from labkit.course.legacy_sdk import CallOutcome, LegacyTranscript, run_legacy_session
+from labkit.course.lessons.legacy_sdk import CallOutcome, LegacyTranscript, run_legacy_session
 from labkit.deployment import demo_deployment
 from labkit.state import KeyRing
 

@@ -1,4 +1,4 @@
-"""The lesson views of labkit.course.peek: a state taken apart, labelled transcripts, the log."""
+"""The lesson views of labkit.course.lessons.peek: a state taken apart, transcripts, the log."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from labkit import FakeClock, KeyRing, demo_deployment, messages
 from labkit.course import Host, McpError, Pending
-from labkit.course.peek import NotAState, encode_claims, server_log, state_parts, transcript
+from labkit.course.lessons.peek import NotAState, encode_claims, server_log, state_parts, transcript
 from labkit.state import digest
 
 TPS = {"workspaceUri": "file:///work/notes", "title": "TPS report"}

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import exercise_solutions as sol
 
-from labkit.course.exercises import add_notes, connect, create_ex1_schema, note_ids
-from labkit.course.replay_race import (
+from labkit.course.exercises.fixtures import add_notes, connect, create_ex1_schema, note_ids
+from labkit.course.lessons.replay_race import (
     PROCESS_REPLAY,
     RaceReport,
     memory_claim_and_delete,

@@ -10,7 +10,7 @@ from mcp.client.session import ClientRequestContext
 
 from labkit import forms
 from labkit.course import sdk_compare
-from labkit.course.sdk_compare import (
+from labkit.course.lessons.sdk_compare import (
     CASES,
     KINDS,
     TPS,

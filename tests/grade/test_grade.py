@@ -29,8 +29,8 @@ from grade.grade_helpers import (
 )
 from labkit import cli
 from labkit.grade import report
-from labkit.grade.exercises import EXERCISES
-from labkit.grade.report import BatchReport, Outcome, SubmissionReport
+from labkit.grade.graded_exercises import EXERCISES
+from labkit.grade.report import BatchReport, GradedOutcome, SubmissionReport
 
 ANSI = re.compile(r"\x1b\[")
 Graded = tuple[int, Path, Path]
@@ -108,7 +108,7 @@ def _report(out: Path, stem: str) -> SubmissionReport:
     return SubmissionReport.model_validate_json((out / f"{stem}.json").read_text())
 
 
-def _checks(sub: SubmissionReport, exercise: str) -> dict[str, Outcome]:
+def _checks(sub: SubmissionReport, exercise: str) -> dict[str, GradedOutcome]:
     section = next(e for e in sub.exercises if e.id == exercise)
     return {c.name: c.outcome for c in section.checks}
 
@@ -135,7 +135,7 @@ def test_solutions_score_full_marks(graded: Graded) -> None:
     files = {s.file for s in solved_reports}
     assert {"replay.ipynb", "paths.ipynb", "elicitation.ipynb", "my-paths-final.ipynb"} <= files
     for sub in solved_reports:
-        assert all(c.outcome is Outcome.PASSED for e in sub.exercises for c in e.checks)
+        assert all(c.outcome is GradedOutcome.PASSED for e in sub.exercises for c in e.checks)
 
 
 def test_fresh_learner_copies_score_zero_on_the_exercises(graded: Graded) -> None:
@@ -151,8 +151,8 @@ def test_fresh_learner_copies_score_zero_on_the_exercises(graded: Graded) -> Non
             if exercise.id in EXERCISES:
                 assert exercise.points == 0
                 assert {c.outcome for c in exercise.checks} <= {
-                    Outcome.NOT_ATTEMPTED,
-                    Outcome.INCORRECT,
+                    GradedOutcome.NOT_ATTEMPTED,
+                    GradedOutcome.INCORRECT,
                 }
 
 
@@ -162,14 +162,14 @@ def test_partial_submission_gets_exactly_its_partial_score(graded: Graded) -> No
     ex1 = next(e for e in sub.exercises if e.id == "ex1")
     hidden = {c.name: c.outcome for c in ex1.checks if c.hidden}
     assert hidden == {
-        "ex1/racing_claims": Outcome.PASSED,
-        "ex1/nonces_per_principal": Outcome.INCORRECT,
-        "ex1/transaction_closed": Outcome.PASSED,
+        "ex1/racing_claims": GradedOutcome.PASSED,
+        "ex1/nonces_per_principal": GradedOutcome.INCORRECT,
+        "ex1/transaction_closed": GradedOutcome.PASSED,
     }
     # The course's public checks all pass: the flaw is one only a hidden check sees.
     public = [c for c in ex1.checks if not c.hidden]
-    assert public  # labkit.course.checks is present: its public checks run at grading
-    assert all(c.outcome is Outcome.PASSED for c in public)
+    assert public  # labkit.course.exercises.checks is present: its public checks run at grading
+    assert all(c.outcome is GradedOutcome.PASSED for c in public)
     public_points = sum(c.max_points for c in public)
     assert (ex1.points, ex1.max_points) == (4.0 + public_points, 5.0 + public_points)
     assert (sub.points, sub.max_points) == (6.0 + public_points, 7.0 + public_points)
@@ -185,17 +185,17 @@ def test_ex2_and_ex5_hidden_checks_see_what_the_public_ones_cannot(graded: Grade
     ):
         checks = sections[exercise].checks
         assert [c for c in checks if not c.hidden]  # the public checks ran in the kernel too
-        wrong = {c.name: c for c in checks if c.outcome is not Outcome.PASSED}
+        wrong = {c.name: c for c in checks if c.outcome is not GradedOutcome.PASSED}
         assert list(wrong) == [f"{exercise}/{failing}"]
         check = wrong[f"{exercise}/{failing}"]
-        assert check.hidden and check.outcome is Outcome.INCORRECT
+        assert check.hidden and check.outcome is GradedOutcome.INCORRECT
         assert check.message.startswith(said) and ", got " in check.message
     fresh = next(
         s for s in _batch(out).submissions if s.file == "elicitation.ipynb" and s.percent < 100
     )
     for section in fresh.exercises:
         if section.id in ("ex2", "ex5"):
-            assert {c.outcome for c in section.checks} == {Outcome.NOT_ATTEMPTED}
+            assert {c.outcome for c in section.checks} == {GradedOutcome.NOT_ATTEMPTED}
             assert any(c.hidden for c in section.checks)
 
 
@@ -213,7 +213,7 @@ def test_changed_cells_are_named_in_the_feedback(graded: Graded) -> None:
     assert "cell `address` was deleted" in text
     assert "cell `intro` was changed from markdown to code" in text
     assert "was added" in text
-    assert _checks(_report(out, "reshaped"), "ex1")["ex1/racing_claims"] is Outcome.PASSED
+    assert _checks(_report(out, "reshaped"), "ex1")["ex1/racing_claims"] is GradedOutcome.PASSED
 
 
 def test_a_loop_a_memory_bomb_and_shadowed_builtins_do_not_stop_grading(
@@ -224,7 +224,7 @@ def test_a_loop_a_memory_bomb_and_shadowed_builtins_do_not_stop_grading(
     assert any("did not finish within the time limit" in n for n in loop.notices)
     assert any("ran out of memory: MemoryError" in n for n in memory.notices)
     for sub in (loop, memory, _report(out, "shadows")):
-        assert set(_checks(sub, "ex1").values()) == {Outcome.PASSED}
+        assert set(_checks(sub, "ex1").values()) == {GradedOutcome.PASSED}
 
 
 @pytest.mark.parametrize("stem", ["exit", "crash"])
@@ -233,7 +233,7 @@ def test_a_dead_kernel_fails_the_rest_as_did_not_run(graded: Graded, stem: str) 
     sub = _report(out, stem)
     assert sub.status == "graded" and sub.points == 0
     outcomes = {c.outcome for e in sub.exercises for c in e.checks}
-    assert outcomes == {Outcome.DID_NOT_RUN}
+    assert outcomes == {GradedOutcome.DID_NOT_RUN}
     assert any("the kernel died" in n for n in sub.notices)
     text = (out / f"{stem}.feedback.txt").read_text()
     assert "did not run" in text and "All checks passed" not in text
@@ -253,7 +253,9 @@ def test_feedback_has_no_ansi_no_hidden_source_and_no_false_all_passed(
     for sub in _batch(out).submissions:
         feedback = report.feedback(sub)
         hidden_failed = any(
-            c.hidden and c.outcome is not Outcome.PASSED for e in sub.exercises for c in e.checks
+            c.hidden and c.outcome is not GradedOutcome.PASSED
+            for e in sub.exercises
+            for c in e.checks
         )
         if hidden_failed:
             assert "all" not in feedback.lower().split("passed")[0][-20:]

@@ -13,13 +13,14 @@ from typing import Any
 import pytest
 
 from grade.grade_helpers import SORTED_KEYS, STRING_GATE
-from labkit.consent import url_elicitation
-from labkit.course.checks import Checker, CheckSettings, HintState
-from labkit.course.checks import Outcome as PublicOutcome
+from labkit.course.exercises.checks import Checker, HintState
+from labkit.course.exercises.trial import CheckSettings
+from labkit.course.exercises.trial import Outcome as PublicOutcome
 from labkit.errors import MISSING_CAPABILITY, ProtocolError
-from labkit.grade.exercises import EXERCISES
+from labkit.grade.graded_exercises import EXERCISES
 from labkit.grade.probe import outcome_of
 from labkit.legacy import to_legacy_requests
+from labkit.url_mode import url_elicitation
 
 CONTRACTS = {"ex2": "url_elicitation", "ex5": "to_legacy_requests"}
 REQUIRED: dict[str, Any] = {"requiredCapabilities": {"elicitation": {"url": {}}}}

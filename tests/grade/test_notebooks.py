@@ -10,7 +10,7 @@ from nbformat.v4 import new_code_cell
 
 from grade.grade_helpers import learner, solution, solved, write
 from labkit.grade import notebooks
-from labkit.grade.exercises import EXERCISES, exercises_in
+from labkit.grade.graded_exercises import EXERCISES, exercises_in
 
 
 @pytest.mark.parametrize(

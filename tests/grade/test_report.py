@@ -12,10 +12,10 @@ import pytest
 
 from grade.grade_helpers import FIXTURES, solved, write
 from labkit.grade import batch, classview, grader, report
-from labkit.grade.exercises import PublicCheck
+from labkit.grade.graded_exercises import PublicCheck
 from labkit.grade.kernel import CellRun, CellStatus, Execution
 from labkit.grade.probe import MIME, PUBLIC_MIME
-from labkit.grade.report import Outcome, SubmissionReport
+from labkit.grade.report import GradedOutcome, SubmissionReport
 
 
 def check_output(outcome: str, message: str = "") -> dict[str, object]:
@@ -75,7 +75,7 @@ def test_checks_that_did_not_run_are_failed_never_passed(
     runs = learner_runs(4) + [CellRun(CellStatus.OK), CellRun(CellStatus.DEAD)]
     sub = graded(tmp_path, course, FakeRunner(runs, problem="the kernel died"))
     ex1 = next(e for e in sub.exercises if e.id == "ex1")
-    assert [c.outcome for c in ex1.checks] == [Outcome.DID_NOT_RUN] * 3
+    assert [c.outcome for c in ex1.checks] == [GradedOutcome.DID_NOT_RUN] * 3
     assert ex1.points == 0
     assert ex1.checks[0].message.startswith("did not run: the kernel died")
     assert ex1.checks[1].message == "did not run: the kernel died"
@@ -87,7 +87,7 @@ def test_a_check_cell_without_a_result_did_not_run(tmp_path: Path, course: grade
     runs += [CellRun(CellStatus.OK, [check_output("passed and more")])]  # forged outcome
     sub = graded(tmp_path, course, FakeRunner(runs))
     outcomes = [c.outcome for c in sub.exercises[0].checks]
-    assert outcomes == [Outcome.DID_NOT_RUN, Outcome.PASSED, Outcome.DID_NOT_RUN]
+    assert outcomes == [GradedOutcome.DID_NOT_RUN, GradedOutcome.PASSED, GradedOutcome.DID_NOT_RUN]
     assert sub.exercises[0].points == 1
 
 
@@ -95,7 +95,7 @@ def test_a_failed_loader_fails_its_checks(tmp_path: Path, course: grader.Course)
     runs = learner_runs(4) + [CellRun(CellStatus.ERROR, ename="NameError")]
     runs += [CellRun(CellStatus.OK, [check_output("passed")])] * 3
     sub = graded(tmp_path, course, FakeRunner(runs))
-    assert {c.outcome for c in sub.exercises[0].checks} == {Outcome.DID_NOT_RUN}
+    assert {c.outcome for c in sub.exercises[0].checks} == {GradedOutcome.DID_NOT_RUN}
 
 
 def test_a_kernel_that_never_started_is_an_error_entry(
@@ -110,16 +110,16 @@ def test_a_kernel_that_never_started_is_an_error_entry(
     assert batch.exit_code(report.batch([sub], 1.0)) == 1
 
 
-def make_report(outcomes: Sequence[Outcome], hidden: bool = True) -> SubmissionReport:
+def make_report(outcomes: Sequence[GradedOutcome], hidden: bool = True) -> SubmissionReport:
     checks = [
         report.CheckScore(
             name=f"ex1/c{i}",
             title=f"check {i}",
             hidden=hidden,
             outcome=o,
-            points=1.0 if o is Outcome.PASSED else 0.0,
+            points=1.0 if o is GradedOutcome.PASSED else 0.0,
             max_points=1.0,
-            message="" if o is Outcome.PASSED else f"expected {i}, got nothing",
+            message="" if o is GradedOutcome.PASSED else f"expected {i}, got nothing",
         )
         for i, o in enumerate(outcomes)
     ]
@@ -136,17 +136,17 @@ def make_report(outcomes: Sequence[Outcome], hidden: bool = True) -> SubmissionR
 
 
 def test_feedback_never_says_all_passed_when_a_hidden_check_failed() -> None:
-    text = report.feedback(make_report([Outcome.PASSED, Outcome.INCORRECT]))
+    text = report.feedback(make_report([GradedOutcome.PASSED, GradedOutcome.INCORRECT]))
     assert "All checks passed" not in text
     assert "Hidden checks (run only at grading): 1 of 2 passed." in text
     assert "[incorrect] check 1 (hidden, 0/1): expected 1, got nothing" in text
     assert "All checks passed, hidden checks included." in report.feedback(
-        make_report([Outcome.PASSED, Outcome.PASSED])
+        make_report([GradedOutcome.PASSED, GradedOutcome.PASSED])
     )
 
 
 def test_junit_has_one_testcase_per_check() -> None:
-    reports = [make_report([Outcome.PASSED, Outcome.DID_NOT_RUN, Outcome.ERROR])]
+    reports = [make_report([GradedOutcome.PASSED, GradedOutcome.DID_NOT_RUN, GradedOutcome.ERROR])]
     reports.append(SubmissionReport.failed("bad.ipynb", "bad.ipynb: corrupt notebook"))
     root = ET.fromstring(report.junit(reports))
     first, second = root.findall("testsuite")
@@ -160,7 +160,10 @@ def test_junit_has_one_testcase_per_check() -> None:
 
 
 def test_summary_and_exit_codes() -> None:
-    good, low = make_report([Outcome.PASSED] * 4), make_report([Outcome.PASSED, Outcome.INCORRECT])
+    good, low = (
+        make_report([GradedOutcome.PASSED] * 4),
+        make_report([GradedOutcome.PASSED, GradedOutcome.INCORRECT]),
+    )
     result = report.batch([good, low], 3.0)
     assert result.mean_percent == 75.0 and batch.exit_code(result) == 0
     assert batch.exit_code(result, fail_under=60) == 1
@@ -210,8 +213,8 @@ def test_public_checks_are_scored_beside_the_hidden_ones(
     assert runner.sources[5] == public_cell
     ex1 = sub.exercises[0]
     assert [(c.title, c.hidden, c.outcome) for c in ex1.checks[:2]] == [
-        ("claims once", False, Outcome.PASSED),
-        ("replay refused", False, Outcome.DID_NOT_RUN),
+        ("claims once", False, GradedOutcome.PASSED),
+        ("replay refused", False, GradedOutcome.DID_NOT_RUN),
     ]
     assert (ex1.points, ex1.max_points) == (7.0, 8.0)
 
@@ -222,7 +225,7 @@ def test_public_checks_did_not_run_when_the_kernel_died(
     runs = learner_runs(4) + [CellRun(CellStatus.OK), CellRun(CellStatus.DEAD)]
     sub = graded(tmp_path, with_public(course), FakeRunner(runs, problem="the kernel died"))
     outcomes = [c.outcome for c in sub.exercises[0].checks]
-    assert outcomes == [Outcome.DID_NOT_RUN] * 5
+    assert outcomes == [GradedOutcome.DID_NOT_RUN] * 5
 
 
 def test_cli_refuses_bad_arguments_with_a_message(
@@ -240,9 +243,11 @@ def test_cli_refuses_bad_arguments_with_a_message(
 
 
 def test_class_view_counts_failures_among_the_submissions_that_have_the_exercise() -> None:
-    other = make_report([Outcome.PASSED]).model_copy(update={"exercises": []})
+    other = make_report([GradedOutcome.PASSED]).model_copy(update={"exercises": []})
     broken = SubmissionReport.failed("<b>bad</b>.ipynb", "<b>bad</b>.ipynb: corrupt notebook")
-    page = classview.render(report.batch([make_report([Outcome.INCORRECT]), other, broken], 1.0))
+    page = classview.render(
+        report.batch([make_report([GradedOutcome.INCORRECT]), other, broken], 1.0)
+    )
     assert "<td>check 0</td><td class=n>1 of 1</td>" in page
     assert "&lt;b&gt;bad&lt;/b&gt;.ipynb" in page and "<b>bad" not in page
     assert ">0%</text>" in page  # ex1's bar

@@ -1,6 +1,6 @@
 """Hidden checks for ex1, `claim_and_delete(conn, principal, nonce, note_id, expires_at) -> bool`.
 
-The replay store is SQLite with the course's tables (`labkit.course.fixtures`):
+The replay store is SQLite with the course's tables (`labkit.course.exercises.fixtures`):
 `claims(principal, nonce, expires_at)` keyed by (principal, nonce) and `notes(id, uri, title)`.
 The connection is in autocommit mode (`isolation_level=None`), so the function owns its
 transaction. The public checks run one process; these race eight.

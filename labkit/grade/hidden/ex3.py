@@ -1,8 +1,8 @@
 """Hidden checks for ex3,
 `delete_note(conn, authorizer, principal, workspace_uri, note_id) -> bool`.
 
-The notes live in SQLite with the course's table (`labkit.course.fixtures`): `notes(id, uri,
-title)`; the connection is in autocommit
+The notes live in SQLite with the course's table (`labkit.course.exercises.fixtures`):
+`notes(id, uri, title)`; the connection is in autocommit
 mode, and `authorizer.roots(principal)` names the directories a principal may touch. A note
 whose stored workspace is not strictly inside the authorized workspace, or a principal whose
 authorization is gone, must get False and keep the note (or a PermissionError).
@@ -15,7 +15,7 @@ from typing import Any
 NOTES = "file:///work/notes"
 
 
-class Authorizer:
+class FixedRootsAuthorizer:
     """labkit's authorizer contract: roots as tuples of decoded path segments."""
 
     def __init__(self, roots: Any) -> None:
@@ -45,23 +45,35 @@ def _refused(delete_note: Any, conn: Any, authorizer: Any, note_id: Any, what: A
 def encoded_traversal_in_table(delete_note: Any) -> Any:
     conn = _database(("n1", "file:///work/notes/%2e%2e/private", "salaries"))
     _refused(
-        delete_note, conn, Authorizer(["/work/notes"]), "n1", "a note stored at .../%2e%2e/private"
+        delete_note,
+        conn,
+        FixedRootsAuthorizer(["/work/notes"]),
+        "n1",
+        "a note stored at .../%2e%2e/private",
     )
 
 
 def nul_in_table(delete_note: Any) -> Any:
     conn = _database(("n1", "file:///work/notes/a%00b", "odd"))
-    _refused(delete_note, conn, Authorizer(["/work/notes"]), "n1", "a note stored at a %00 uri")
+    _refused(
+        delete_note, conn, FixedRootsAuthorizer(["/work/notes"]), "n1", "a note stored at a %00 uri"
+    )
 
 
 def revoked_authorization(delete_note: Any) -> Any:
     conn = _database(("n1", "file:///work/notes/q3", "TPS report"))
-    _refused(delete_note, conn, Authorizer([]), "n1", "a principal whose authorization was revoked")
+    _refused(
+        delete_note,
+        conn,
+        FixedRootsAuthorizer([]),
+        "n1",
+        "a principal whose authorization was revoked",
+    )
 
 
 def own_note_deleted(delete_note: Any) -> Any:
     conn = _database(("n1", "file:///work/notes/q3", "TPS report"))
-    result = delete_note(conn, Authorizer(["/work/notes"]), "alice", NOTES, "n1")
+    result = delete_note(conn, FixedRootsAuthorizer(["/work/notes"]), "alice", NOTES, "n1")
     assert result is True, (
         f"expected True for an authorized note inside the workspace, got {result!r}"
     )

@@ -56,7 +56,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, Field, create_model
 
 from labkit import forms, messages
-from labkit.course.host import Host, McpError, Pending
+from labkit.client import Host, McpError, Pending
 from labkit.deployment import DEMO_ALLOWLIST, DEMO_NOTES, create_server, demo_notes
 from labkit.scope import (
     AllowlistAuthorizer,
@@ -365,7 +365,7 @@ def _sdk_summary(result: types.CallToolResult) -> str:
 
 
 @dataclass
-class Outcome:
+class CaseOutcome:
     """What one case did on one server: the answer to the step that matters, and the notes it
     deleted (`Lab.notes` before and after)."""
 
@@ -435,8 +435,8 @@ class Stage:
     def mark(self) -> None:
         self.baseline = self.notes.ids()
 
-    def outcome(self, answer: str) -> Outcome:
-        return Outcome(answer, sorted(set(self.baseline) - set(self.notes.ids())))
+    def outcome(self, answer: str) -> CaseOutcome:
+        return CaseOutcome(answer, sorted(set(self.baseline) - set(self.notes.ids())))
 
 
 Play = Callable[[Host, Connection, Stage], str]
@@ -547,7 +547,7 @@ class RacingNotes(MemoryNoteStore):
         return found
 
 
-def _race(kind: Kind) -> Outcome:
+def _race(kind: Kind) -> CaseOutcome:
     """One state, two retries at once on two instances sharing notes, keys (and, for labkit,
     the replay store), choosing two different notes: how many deletions?"""
     notes = RacingNotes()
@@ -581,10 +581,10 @@ def _race(kind: Kind) -> Outcome:
     wins = answers.count("deleted")
     gone = 5 - len(notes.ids())
     summary = f"{wins} of 2 deleted" if gone == wins else f"{wins} of 2 deleted, {gone} gone"
-    return Outcome("", [], summary=summary)
+    return CaseOutcome("", [], summary=summary)
 
 
-def _two_instances(kind: Kind, *, shared_keys: bool) -> Outcome:
+def _two_instances(kind: Kind, *, shared_keys: bool) -> CaseOutcome:
     """Round one on one server object, the retry on another over the same notes (and, for
     labkit, the same replay store): with its own key, or with one key ring for both."""
     notes = demo_notes()
@@ -612,13 +612,13 @@ class Case:
     """One row: what is tried, and how (`run(kind)` returns the outcome on that server)."""
 
     name: str
-    run: Callable[[Kind], Outcome]
+    run: Callable[[Kind], CaseOutcome]
 
 
-def _hosted(play: Play, **options: Any) -> Callable[[Kind], Outcome]:
+def _hosted(play: Play, **options: Any) -> Callable[[Kind], CaseOutcome]:
     """A case played with labkit's `Host` (hand-made 2026-07-28 requests) over the pipes."""
 
-    def run(kind: Kind) -> Outcome:
+    def run(kind: Kind) -> CaseOutcome:
         lab = make_lab(kind)
         stage = Stage(lab.notes)
         stage.mark()
@@ -629,10 +629,10 @@ def _hosted(play: Play, **options: Any) -> Callable[[Kind], Outcome]:
     return run
 
 
-def _client(mode: str, actions: list[str] | None) -> Callable[[Kind], Outcome]:
+def _client(mode: str, actions: list[str] | None) -> Callable[[Kind], CaseOutcome]:
     """A case played with the official SDK client (None: it declares no elicitation)."""
 
-    def run(kind: Kind) -> Outcome:
+    def run(kind: Kind) -> CaseOutcome:
         lab = make_lab(kind)
         stage = Stage(lab.notes)
         stage.mark()
@@ -641,14 +641,14 @@ def _client(mode: str, actions: list[str] | None) -> Callable[[Kind], Outcome]:
     return run
 
 
-def _secret_field(kind: Kind) -> Outcome:
+def _secret_field(kind: Kind) -> CaseOutcome:
     """Does the library refuse a form field that asks for an API key? (Neither does: keeping
     secrets out of forms is a design rule, the skill's hard reject.)"""
     if kind == "labkit":
         forms.check_schema({"type": "object", "properties": {"api_key": {"type": "string"}}})
     else:
         render_elicitation_schema(create_model("Connect", api_key=(str, ...)))
-    return Outcome("accepted", [])
+    return CaseOutcome("accepted", [])
 
 
 CASES: Final[tuple[Case, ...]] = (

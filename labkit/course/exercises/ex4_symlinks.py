@@ -17,8 +17,8 @@ import os
 from pathlib import Path, PurePath
 from typing import Any
 
-from labkit.course.checks import Check, Exercise, Fail, Raised, Trial
-from labkit.course.fixtures import SymlinkTree, make_symlink_tree
+from labkit.course.exercises.fixtures import SymlinkTree, make_symlink_tree
+from labkit.course.exercises.trial import Check, Exercise, Fail, Raised, Trial
 
 CONTRACT = "resolve_inside"
 WRONG_EXCEPTION_NEXT = (

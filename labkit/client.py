@@ -7,8 +7,9 @@ transcript of the last call and its text rendering), `Pending`, the errors a cal
 channels a host talks through: in process (`Server.handle`), a `labkit serve` subprocess over
 stdio, and Streamable HTTP (stdlib `urllib`). Every message is built by `labkit.messages`.
 Collaborators are injected (the channel, the id source, an observer), never patched.
-Must not import a widget toolkit: forms are rendered by other course modules on top of
-`begin` and `resume`.
+Must not import the course toolkit or a widget toolkit: it sits below the course (the
+walkthrough of `labkit demo` uses it without the course), and forms are rendered by the course's
+widgets on top of `begin` and `resume`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Entry point of one racing child: `python -m labkit.course.racer` (started by
-`labkit.course.race`, never imported by anything else).
+"""Entry point of one racing child: `python -m labkit.course.exercises.racer` (started by
+`labkit.course.exercises.race`, never imported by anything else).
 
 A fresh interpreter, like multiprocessing's spawn, but started by path-free `-m`: spawn re-runs
 the parent's `__main__` by file name, which fails when the parent is a script fed on stdin or
@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-from labkit.course.race import child_main
+from labkit.course.exercises.race import child_main
 
 if __name__ == "__main__":
     # The protocol keeps the real stdout; the learner's prints (Python's or C's) go to stderr.

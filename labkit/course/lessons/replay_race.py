@@ -5,7 +5,7 @@ their own connections claiming one nonce at the same moment, one for each note, 
 left afterwards), `RaceReport`, and `memory_claim_and_delete`, the reference server's approach
 (claim in this interpreter's own `MemoryReplayStore`, then delete), kept in an importable
 module so each spawned racer loads it by reference and starts with its own empty store, as a
-second server process would. The racing itself is `labkit.course.race`, the machinery the
+second server process would. The racing itself is `labkit.course.exercises.race`, the machinery the
 public check uses. Must not import ipywidgets.
 """
 
@@ -20,8 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from labkit.course.fixtures import add_notes, claimed, connect, create_ex1_schema, note_ids
-from labkit.course.race import Racer, race
+from labkit.course.exercises.fixtures import (
+    add_notes,
+    claimed,
+    connect,
+    create_ex1_schema,
+    note_ids,
+)
+from labkit.course.exercises.race import Racer, race
 from labkit.stores import Claim
 from labkit.stores.memory import MemoryReplayStore
 

@@ -20,8 +20,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from labkit.course.checks import Check, Exercise, Fail, Trial
-from labkit.course.fixtures import (
+from labkit.course.exercises.fixtures import (
     WORKSPACE_URI,
     add_notes,
     connect,
@@ -29,6 +28,7 @@ from labkit.course.fixtures import (
     example_authorizer,
     note_ids,
 )
+from labkit.course.exercises.trial import Check, Exercise, Fail, Trial
 
 CONTRACT = "delete_note"
 NOTES = (

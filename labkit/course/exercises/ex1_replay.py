@@ -17,9 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from labkit.course.checks import Check, Exercise, Fail, Outcome, Pass, Trial, stub_message
-from labkit.course.fixtures import add_notes, claimed, connect, create_ex1_schema, note_ids
-from labkit.course.race import Racer, race
+from labkit.course.exercises.fixtures import (
+    add_notes,
+    claimed,
+    connect,
+    create_ex1_schema,
+    note_ids,
+)
+from labkit.course.exercises.race import Racer, race
+from labkit.course.exercises.trial import Check, Exercise, Fail, Outcome, Pass, Trial, stub_message
 
 CONTRACT = "claim_and_delete"
 PRINCIPAL = "alice"

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import ipywidgets as widgets
 
-from labkit.course.consent import Opener, UrlConsent
-from labkit.course.forms import Answer, ElicitationForm
+from labkit.course.widgets.consent_panel import Opener, UrlConsent
+from labkit.course.widgets.elicitation_form import Answer, ElicitationForm
 
 Result = dict[str, Any]
 Panel = ElicitationForm | UrlConsent
@@ -44,7 +44,7 @@ P = TypeVar("P", bound=PendingRound)
 
 
 class StepHost(Protocol[P]):
-    """The non-blocking step API of `labkit.course.host.Host`: each call sends one request and
+    """The non-blocking step API of `labkit.client.Host`: each call sends one request and
     returns the next round to answer, or the final result; a protocol error raises an exception
     carrying `.code`, `.message` and `.data`."""
 
@@ -54,7 +54,7 @@ class StepHost(Protocol[P]):
 
 
 if TYPE_CHECKING:
-    from labkit.course.host import Host, Pending
+    from labkit.client import Host, Pending
 
     def _host_is_a_step_host(host: Host) -> StepHost[Pending]:
         # mypy proves here that the course Host fits the contract `start_tool` is written against.

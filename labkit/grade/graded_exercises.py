@@ -29,7 +29,7 @@ class HiddenCheck:
 
 
 @dataclass(frozen=True)
-class Exercise:
+class GradedExercise:
     id: str
     contract: tuple[str, ...]
     module: str  # the hidden checks: a self-contained module ending with CHECKS
@@ -44,12 +44,12 @@ class Exercise:
         return inspect.getsource(importlib.import_module(self.module))
 
 
-EXERCISES: Final[Mapping[str, Exercise]] = {
-    "ex1": Exercise("ex1", ("claim_and_delete",), "labkit.grade.hidden.ex1"),
-    "ex2": Exercise("ex2", ("url_elicitation",), "labkit.grade.hidden.ex2"),
-    "ex3": Exercise("ex3", ("delete_note",), "labkit.grade.hidden.ex3"),
-    "ex4": Exercise("ex4", ("resolve_inside",), "labkit.grade.hidden.ex4"),
-    "ex5": Exercise("ex5", ("to_legacy_requests",), "labkit.grade.hidden.ex5"),
+EXERCISES: Final[Mapping[str, GradedExercise]] = {
+    "ex1": GradedExercise("ex1", ("claim_and_delete",), "labkit.grade.hidden.ex1"),
+    "ex2": GradedExercise("ex2", ("url_elicitation",), "labkit.grade.hidden.ex2"),
+    "ex3": GradedExercise("ex3", ("delete_note",), "labkit.grade.hidden.ex3"),
+    "ex4": GradedExercise("ex4", ("resolve_inside",), "labkit.grade.hidden.ex4"),
+    "ex5": GradedExercise("ex5", ("to_legacy_requests",), "labkit.grade.hidden.ex5"),
 }
 
 
@@ -60,10 +60,11 @@ class PublicCheck:
 
 
 def course_public_checks(exercise_id: str) -> list[PublicCheck]:
-    """The public checks the course registers for an exercise (`labkit.course.exercises`), or
-    none when this labkit has no course checks (yet) or the exercise has none available."""
+    """The public checks the course registers for an exercise
+    (`labkit.course.exercises.registry`), or none when this labkit has no course checks (yet)
+    or the exercise has none available."""
     try:
-        course = importlib.import_module("labkit.course.exercises")
+        course = importlib.import_module("labkit.course.exercises.registry")
     except ImportError:
         return []
     exercise = course.EXERCISES.get(exercise_id)
@@ -91,10 +92,10 @@ def defined_names(nb: NotebookNode) -> set[str]:
     return names
 
 
-def exercises_in(nb: NotebookNode, registry: Mapping[str, Exercise]) -> list[Exercise]:
+def exercises_in(nb: NotebookNode, registry: Mapping[str, GradedExercise]) -> list[GradedExercise]:
     names = defined_names(nb)
     return [e for e in registry.values() if set(e.contract) <= names]
 
 
-def all_checks(exercises: Sequence[Exercise]) -> list[HiddenCheck]:
+def all_checks(exercises: Sequence[GradedExercise]) -> list[HiddenCheck]:
     return [check for exercise in exercises for check in exercise.checks()]

@@ -19,7 +19,7 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from labkit.course.checks import Check, Exercise, Fail, Trial
+from labkit.course.exercises.trial import Check, Exercise, Fail, Trial
 
 CONTRACT = "to_legacy_requests"
 

@@ -6,7 +6,7 @@ Contract: `url_elicitation(capabilities, message, url) -> dict` returns the 2026
 `labkit.ProtocolError` with code -32021 and `data = {"requiredCapabilities": {"elicitation":
 {"url": {}}}}` when *this* request's capabilities do not declare `elicitation.url`
 (LESSON.md sections 5 and 7; PROTOCOL.md "Elicitation params"). labkit's own version is
-`labkit.consent.url_elicitation`.
+`labkit.url_mode.url_elicitation`.
 
 Must not import ipywidgets.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from labkit.course.checks import Check, Exercise, Fail, Raised, Trial
+from labkit.course.exercises.trial import Check, Exercise, Fail, Raised, Trial
 from labkit.errors import MISSING_CAPABILITY, ProtocolError
 
 CONTRACT = "url_elicitation"

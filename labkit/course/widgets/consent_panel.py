@@ -19,7 +19,7 @@ from urllib.parse import SplitResult, urlsplit
 
 import ipywidgets as widgets
 
-from labkit.course.forms import Answer, OneAnswer
+from labkit.course.widgets.elicitation_form import Answer, OneAnswer
 
 Opener = Callable[[str], object]
 

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from labkit.course.host import Host, render_message
+from labkit.client import Host, render_message
 from labkit.state import TOKEN_VERSION
 
 STATE_KEY = "requestState"

@@ -3,7 +3,7 @@ an example authorizer and a symlink tree.
 
 Owns: the exact tables the exercises' contracts name, so a notebook's examples and the checks
 build the same world (one module, imported by both). Notebooks reach these through
-`labkit.course.exercises`. Must not import ipywidgets or the checks.
+`labkit.course`. Must not import ipywidgets or the checks.
 """
 
 from __future__ import annotations

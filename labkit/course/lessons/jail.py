@@ -3,7 +3,7 @@
 Owns: `sandbox_trial` (build a small tree in a scratch folder, start a Python child that
 opens it the way a server would, applies `labkit.sandbox.apply_sandbox` in the given mode,
 then attempts a fixed list of file operations and reports each outcome), `ATTEMPTS` (that
-list, in order), `Trial`, and `landlock_abi` (the kernel's Landlock ABI, 0 when absent).
+list, in order), `SandboxTrial`, and `landlock_abi` (the kernel's Landlock ABI, 0 when absent).
 
 Restriction is irreversible and per process, so it is applied only in the child: a notebook
 kernel that restricted itself could no longer read its own files. The child is bounded by a
@@ -78,7 +78,7 @@ _CHILD: Final = textwrap.dedent(
 
 
 @dataclass(frozen=True)
-class Trial:
+class SandboxTrial:
     """One child run: the sandbox `mode` asked for, whether it was `applied` (and why not, in
     `reason`), and the outcome of each attempt by its `ATTEMPTS` key."""
 
@@ -105,7 +105,7 @@ def _make_tree(base: Path) -> tuple[Path, Path]:
     return ws, outside
 
 
-def sandbox_trial(mode: Mode, *, timeout: float = DEFAULT_TIMEOUT_SECONDS) -> Trial:
+def sandbox_trial(mode: Mode, *, timeout: float = DEFAULT_TIMEOUT_SECONDS) -> SandboxTrial:
     """Run the attempts in a fresh child process with the sandbox in `mode` ("off",
     "best_effort" or "required"); RuntimeError if the child fails or times out."""
     with tempfile.TemporaryDirectory(prefix="labkit-jail-") as scratch:
@@ -125,7 +125,7 @@ def sandbox_trial(mode: Mode, *, timeout: float = DEFAULT_TIMEOUT_SECONDS) -> Tr
         found = json.loads(child.stdout.strip().splitlines()[-1])
         victim_survived = (outside / "sub" / "victim.md").exists()
     report = found["report"]
-    return Trial(
+    return SandboxTrial(
         mode=mode,
         applied=bool(report["applied"]),
         reason=str(report["reason"]),
@@ -134,7 +134,7 @@ def sandbox_trial(mode: Mode, *, timeout: float = DEFAULT_TIMEOUT_SECONDS) -> Tr
     )
 
 
-def compare(off: Trial, on: Trial) -> str:
+def compare(off: SandboxTrial, on: SandboxTrial) -> str:
     """A two-column table of the attempts: without the sandbox, then with it."""
     width = max(len(label) for _, label in ATTEMPTS)
     first = max(len(off.results[k]) for k, _ in ATTEMPTS)

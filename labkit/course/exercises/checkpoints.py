@@ -1,10 +1,11 @@
 """`check("checkpoints")`: the lesson's 11 checkpoints (LESSON.md section 10), run against the
 real core through the reference walkthrough, one check result each.
 
-Owns: reading the walkthrough's printed report. It calls only `labkit.demo.run_walkthrough`
-(its public entry) with a private stream and reads the `[ n] title` / `PASS` / `FAIL` lines,
-so the walkthrough can change inside without this module following. The walkthrough runs once
-per `check()` call and its 11 results are shared. Must not import ipywidgets.
+Owns: reading the walkthrough's printed report. It calls only
+`labkit.walkthrough.run_walkthrough` (its public entry, a floor below the course) with a
+private stream and reads the `[ n] title` / `PASS` / `FAIL` lines, so the walkthrough can
+change inside without this module following. The walkthrough runs once per `check()` call
+and its 11 results are shared. Must not import ipywidgets.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from labkit.course.checks import Check, Exercise, Fail, Outcome, Trial, call_bounded
+from labkit.course.exercises.trial import Check, Exercise, Fail, Outcome, Trial, call_bounded
 
 _HEADER = re.compile(r"^\[\s*(\d+)\]\s+(.*\S)\s*$")
 _VERDICT = re.compile(r"^\s+(PASS|FAIL)\s*$")
@@ -56,7 +57,7 @@ def read_walkthrough(text: str) -> dict[int, Checkpoint]:
 
 
 def _run(timeout: float) -> dict[int, Checkpoint]:
-    from labkit.demo import run_walkthrough  # the core loads only when checkpoints run
+    from labkit.walkthrough import run_walkthrough  # loads only when checkpoints run
 
     out = io.StringIO()
     # Bounded like learner code: a hung walkthrough reports its checkpoints as missing.

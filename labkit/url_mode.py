@@ -26,7 +26,7 @@ from labkit.errors import MISSING_CAPABILITY, ProtocolError
 from labkit.state import KeyRing
 from labkit.stores.consent import ConsentLink, ConsentStore, Grant, decide_grant
 
-log = logging.getLogger("labkit.consent")
+log = logging.getLogger("labkit.consent")  # the logger keeps its name across the module rename
 
 REPORT_SERVICE: Final = "report-service"
 CONNECT_PATH: Final = f"/connect/{REPORT_SERVICE}/"

@@ -2,7 +2,7 @@
 
 Owns: carrying a function to a child interpreter (by reference when its module is importable,
 by source when it lives in a notebook's `__main__`, which no other process can import), the
-child's side (`child_main`, run by `python -m labkit.course.racer`), and the race with
+child's side (`child_main`, run by `python -m labkit.course.exercises.racer`), and the race with
 bounded waits: each child connects, says "ready", and all are released together with "go".
 Falls back to threads, each with its own connection, only when the function cannot travel;
 the result says which was used.
@@ -14,7 +14,7 @@ statements overlap on a busy two-core machine, the way they would under load; a 
 single transaction (`BEGIN IMMEDIATE`) makes the second racer wait and is unaffected.
 
 Must not import ipywidgets: children import this module, so it imports only the stdlib and
-`labkit.course.checks` itself.
+`labkit.course.exercises.trial`.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from labkit.course.checks import Frame, exception_line, format_frames, learner_frames
+from labkit.course.exercises.trial import Frame, exception_line, format_frames, learner_frames
 
 _MAIN_MODULES = ("__main__", "__mp_main__")
 # Every line of the parent-child protocol starts with this; the child's own prints go to its
@@ -237,7 +237,7 @@ class Entry:
 
 
 def child_main(stdin: IO[bytes], stdout: IO[str]) -> None:
-    """A racing child (`python -m labkit.course.racer`): read its `Entry`, rebuild the
+    """A racing child (`python -m labkit.course.exercises.racer`): read its `Entry`, rebuild the
     function, connect, say "ready", wait for "go", call once, write what happened as JSON."""
     entry: Entry = pickle.loads(base64.b64decode(stdin.readline()))
     # Like multiprocessing's spawn: the parent's import path, so by-reference functions load.
@@ -339,7 +339,7 @@ class _Child:
     def start(cls, entry: Entry) -> _Child:
         errors = tempfile.TemporaryFile()  # noqa: SIM115 (closed in finish())
         proc = subprocess.Popen(
-            [sys.executable, "-m", "labkit.course.racer"],
+            [sys.executable, "-m", "labkit.course.exercises.racer"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=errors,

@@ -1,8 +1,8 @@
 """The reference walkthrough: the lesson's 11 checkpoints, run against the real core.
 
 Owns: the checkpoint table (number, title, step) and the steps. Each step talks to the core
-through the course host (`labkit.course.host.Host`, in process), the one client-side MRTR loop
-of the project; the host's observer prints every message compactly, and PASS or FAIL is
+through the client (`labkit.client.Host`, in process), the one client-side MRTR loop of the
+project; the host's observer prints every message compactly, and PASS or FAIL is
 computed from what actually came back and what actually happened to the notes.
 """
 
@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from labkit import messages
+from labkit.client import Host, McpError, Pending, render_message
 from labkit.clock import FakeClock
-from labkit.course.host import Host, McpError, Pending, render_message
 from labkit.deployment import Deployment, demo_deployment, demo_notes
 from labkit.server import Server
 from labkit.state import KeyRing
