@@ -50,7 +50,7 @@ log = logging.getLogger("labkit.config")
 MAX_KEY_FILE_BYTES: Final = 64 * 1024
 
 
-class StoreUnavailable(Exception):
+class StoreStartupError(Exception):
     """A configured store that could not be opened: the environment refused (`labkit serve`
     exits 1), not the file. The message names the key, the spec (password masked), the reason
     and what to check."""
@@ -236,7 +236,7 @@ class Config:
     def open_stores(self, *, clock: Clock = system_clock) -> tuple[NoteStore, ReplayStore]:
         """Open the configured stores; a spec that is not understood is a `ConfigError`, a
         store that cannot be opened (a missing directory, a database that is down) is
-        `StoreUnavailable` (an environment problem, not a configuration one)."""
+        `StoreStartupError` (an environment problem, not a configuration one)."""
         notes, replay = self.store_specs()
         try:
             check_layout(notes, replay)
@@ -262,7 +262,7 @@ class Config:
                 symlinks=stores.symlinks,
             )
         except StoreOpenError as exc:
-            raise StoreUnavailable(f"stores.{exc.role}", exc) from exc
+            raise StoreStartupError(f"stores.{exc.role}", exc) from exc
         except ValueError as exc:
             # `open_stores` names the role first: "notes store spec ..." or "replay ...".
             key = "stores.replay" if str(exc).startswith("replay") else "stores.notes"

@@ -152,7 +152,7 @@ class Plan:
 def run(args: argparse.Namespace) -> int:
     if log.getEffectiveLevel() > logging.INFO:
         log.setLevel(logging.INFO)  # start-up facts (address, principal, sandbox) always show
-    from labkit.config import ConfigError, StoreUnavailable
+    from labkit.config import ConfigError, StoreStartupError
 
     where = f"{args.config}: " if args.config is not None else ""
     try:
@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"labkit serve: {where}{exc}", file=sys.stderr)
         return EXIT_CONFIG
-    except StoreUnavailable as exc:
+    except StoreStartupError as exc:
         log.debug("start-up failed", exc_info=True)
         print(f"labkit serve: {where}{exc}", file=sys.stderr)
         return EXIT_ENVIRONMENT
