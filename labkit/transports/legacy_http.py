@@ -109,7 +109,7 @@ class LegacyHttp:
         *,
         clock: Clock = system_clock,
         id_source: Callable[[], str] = _new_session_id,
-        limits: LegacyLimits = _DEFAULTS,
+        limits: LegacyLimits | None = None,
         max_sessions: int | None = None,
         per_principal: int | None = None,
         idle_seconds: float | None = None,
@@ -124,7 +124,8 @@ class LegacyHttp:
             "answer_seconds": answer_seconds,
         }
         limits = dataclasses.replace(
-            limits, **{k: v for k, v in overrides.items() if v is not None}
+            limits if limits is not None else _DEFAULTS,
+            **{k: v for k, v in overrides.items() if v is not None},
         )
         self.server = server
         self.clock = clock
