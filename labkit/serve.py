@@ -271,7 +271,10 @@ def _config_plan(path: Path, transport: str) -> tuple[Plan, str, int]:
         public_url=settings.http.public_url,
         legacy_limits=settings.legacy.limits(),
     )
-    if settings.stores.notes == "memory" and settings.stores.replay == "memory":
+    stores = settings.stores
+    if stores.notes == stores.replay == stores.consent == "memory":
+        # Nothing can wait on a lock or a disk: calls are answered inline. A SQLite consent
+        # store can (another process may hold its lock), so then calls run off the loop.
         plan.blocking_methods = frozenset()
     return plan, settings.http.host, settings.http.port
 
