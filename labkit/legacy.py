@@ -5,7 +5,9 @@ translation of each legacy request into a modern one (2026-07-28 `_meta` built f
 session's `initialize`); and `LegacyCall`, the state machine of one `tools/call` that maps an
 `input_required` result onto live server-to-client requests (`elicitation/create`, with a
 fresh `elicitationId` for URL mode, and `roots/list`), collects the answers, and re-invokes the
-modern handler with `inputResponses` and the byte-exact `requestState`.
+modern handler with `inputResponses` and the byte-exact `requestState`; and `LegacyLimits`,
+the bounds every transport applies to legacy sessions (calls in progress, sessions, the answer
+timeout) and that a session applies to its own subscriptions (served URIs only, bounded).
 
 The modern handler never learns that a session exists: it sees only ordinary stateless
 requests, each with its own new id. A legacy roots list is passed to a handler that asked for
