@@ -24,6 +24,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from labkit.auth import TokenAuthenticator
 from labkit.clock import Clock, system_clock
 from labkit.deployment import create_server
+from labkit.legacy import LegacyLimits
 from labkit.sandbox import Mode as SandboxMode
 from labkit.scope import AllowlistAuthorizer, ScopeError, parse_file_uri
 from labkit.server import Server
@@ -147,6 +148,36 @@ class HttpSettings(_Section):
         )
 
 
+_LEGACY: Final = LegacyLimits()
+
+
+class LegacySettings(_Section):
+    """2025-11-25 sessions (labkit/legacy.py): what one client and one principal may hold."""
+
+    # How long a legacy call waits for the client to answer one of its live requests.
+    answer_timeout_seconds: float = Field(_LEGACY.answer_seconds, gt=0, le=3600)
+    # Calls in progress per session (a stdio connection is one) and per principal.
+    max_calls_per_session: int = Field(_LEGACY.calls_per_session, ge=1, le=10_000)
+    max_calls_per_principal: int = Field(_LEGACY.calls_per_principal, ge=1, le=100_000)
+    # The HTTP session table: in all, per principal, and the idle lifetime of a session.
+    max_sessions: int = Field(_LEGACY.max_sessions, ge=1, le=1_000_000)
+    sessions_per_principal: int = Field(_LEGACY.sessions_per_principal, ge=1, le=1_000_000)
+    idle_session_seconds: float = Field(_LEGACY.idle_seconds, gt=0, le=7 * 86_400)
+    # `resources/subscribe` URIs per session.
+    max_subscriptions: int = Field(_LEGACY.subscriptions, ge=1, le=100_000)
+
+    def limits(self) -> LegacyLimits:
+        return LegacyLimits(
+            answer_seconds=self.answer_timeout_seconds,
+            calls_per_session=self.max_calls_per_session,
+            calls_per_principal=self.max_calls_per_principal,
+            max_sessions=self.max_sessions,
+            sessions_per_principal=self.sessions_per_principal,
+            idle_seconds=self.idle_session_seconds,
+            subscriptions=self.max_subscriptions,
+        )
+
+
 class PrincipalSettings(_Section):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
     token_sha256: str | None = Field(None, pattern=r"^[0-9a-fA-F]{64}$")
@@ -158,6 +189,7 @@ class ConfigFile(_Section):
     server: ServerSettings
     stores: StoreSettings = Field(default_factory=lambda: StoreSettings.model_validate({}))
     http: HttpSettings = Field(default_factory=lambda: HttpSettings.model_validate({}))
+    legacy: LegacySettings = Field(default_factory=lambda: LegacySettings.model_validate({}))
     principals: list[PrincipalSettings] = Field(min_length=1)
 
 

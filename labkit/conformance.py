@@ -1031,6 +1031,16 @@ def fixture_resources() -> list[Resource]:
             PNG_BASE64,
             binary=True,
         ),
+        # The legacy subscription scenarios subscribe to this URI; a session subscribes only
+        # to what the server serves.
+        FixedResource(
+            "test://watched-resource",
+            "watched-resource",
+            "Watched Resource",
+            "A resource a 2025-11-25 client may subscribe to (it never changes)",
+            "text/plain",
+            "This resource never changes.",
+        ),
     ]
 
 

@@ -5,7 +5,9 @@ translation of each legacy request into a modern one (2026-07-28 `_meta` built f
 session's `initialize`); and `LegacyCall`, the state machine of one `tools/call` that maps an
 `input_required` result onto live server-to-client requests (`elicitation/create`, with a
 fresh `elicitationId` for URL mode, and `roots/list`), collects the answers, and re-invokes the
-modern handler with `inputResponses` and the byte-exact `requestState`.
+modern handler with `inputResponses` and the byte-exact `requestState`; and `LegacyLimits`,
+the bounds every transport applies to legacy sessions (calls in progress, sessions, the answer
+timeout) and that a session applies to its own subscriptions (served URIs only, bounded).
 
 The modern handler never learns that a session exists: it sees only ordinary stateless
 requests, each with its own new id. A legacy roots list is passed to a handler that asked for
@@ -26,7 +28,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
-from labkit.errors import INVALID_PARAMS, INVALID_REQUEST, SERVER_BUSY, ProtocolError
+from labkit.errors import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    SERVER_BUSY,
+    ProtocolError,
+)
 from labkit.server import RequestContext, Server
 from labkit.wire import (
     LEGACY_PROTOCOL_VERSION,
@@ -54,6 +62,10 @@ MAX_ROUNDS: Final = 16
 # many times (5 minutes: a consent link lives 4), before the call is answered as cancelled.
 POLL_SECONDS: Final = 0.5
 MAX_POLLS: Final = 600
+# A subscription names one resource URI: longer ones are refused before any lookup.
+MAX_SUBSCRIPTION_URI_CHARS: Final = 2048
+# At 2025-11-25 an unknown resource is -32002 with `data.uri` (2026-07-28 retired the code).
+RESOURCE_NOT_FOUND: Final = -32002
 # Keys of a modern result that do not exist at 2025-11-25.
 _MODERN_ONLY: Final = ("resultType", "ttlMs", "cacheScope")
 _CAPABILITY_KEYS: Final = ("elicitation", "roots", "sampling")
@@ -100,6 +112,37 @@ def modern_capabilities(legacy: Any) -> dict[str, Any]:
     return {k: v for k, v in legacy.items() if k in _CAPABILITY_KEYS and isinstance(v, dict)}
 
 
+@dataclass(frozen=True)
+class LegacyLimits:
+    """What one principal's legacy sessions may hold at once (SECURITY.md: bound each
+    principal's share). The transports enforce the call and session bounds; the session
+    enforces its subscriptions."""
+
+    # How long a call waits for the client to answer one of its live requests.
+    answer_seconds: float = 120.0
+    # Calls in progress (running or waiting on the client) per session, and per principal
+    # over all of its sessions: past either, a new call is refused with -32001.
+    calls_per_session: int = 4
+    calls_per_principal: int = 16
+    # The HTTP session table: in all, per principal, and how long an idle session lives.
+    max_sessions: int = 1000
+    sessions_per_principal: int = 16
+    idle_seconds: float = 3600.0
+    # `resources/subscribe` URIs one session may hold.
+    subscriptions: int = 64
+
+    def __post_init__(self) -> None:
+        counts = (
+            self.calls_per_session,
+            self.calls_per_principal,
+            self.max_sessions,
+            self.sessions_per_principal,
+            self.subscriptions,
+        )
+        if min(counts) < 1 or not (self.answer_seconds > 0 and self.idle_seconds > 0):
+            raise ValueError("legacy limits must be positive")
+
+
 class Step(NamedTuple):
     """What the transport does next for one call: write `send` (in order), then either answer
     with `result` (the call is over), or after `wait` seconds call `poll`, or else read the
@@ -123,9 +166,11 @@ class LegacySession:
     initialized: bool = False
     # Set by `logging/setLevel`; every later modern request carries it in `_meta`.
     log_level: str | None = None
-    # URIs from `resources/subscribe`. Resources here never change, so no update is ever due;
-    # the set exists so unsubscribe means something.
+    # URIs from `resources/subscribe`, each one the server serves, at most
+    # `limits.subscriptions`. Resources here never change, so no update is ever due; the set
+    # exists so unsubscribe means something.
     subscriptions: set[str] = field(default_factory=set)
+    limits: LegacyLimits = field(default_factory=LegacyLimits)
     new_elicitation_id: Callable[[], str] = _elicitation_id
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
@@ -197,11 +242,37 @@ def _subscription_uri(params: Any) -> str:
     uri = params.get("uri") if isinstance(params, dict) else None
     if not isinstance(uri, str) or not uri:
         raise ProtocolError(INVALID_PARAMS, "params.uri must be a non-empty string")
+    if len(uri) > MAX_SUBSCRIPTION_URI_CHARS:
+        raise ProtocolError(
+            INVALID_PARAMS, f"params.uri is limited to {MAX_SUBSCRIPTION_URI_CHARS} characters"
+        )
     return uri
 
 
+def serves_resource(server: Server, uri: str) -> bool:
+    """Whether `resources/read` of `uri` would find a registered resource or template."""
+    return uri in server.resources or any(
+        pattern.fullmatch(uri) for pattern, _ in server.resource_templates
+    )
+
+
 def _subscribe(session: LegacySession, params: Any) -> dict[str, Any]:
-    session.subscriptions.add(_subscription_uri(params))
+    server = session.server
+    if "resources" not in server.capabilities:
+        # Nothing to subscribe to: the method does not exist for this deployment.
+        raise ProtocolError(METHOD_NOT_FOUND, "Method not found: this server has no resources")
+    uri = _subscription_uri(params)
+    if not serves_resource(server, uri):
+        raise ProtocolError(RESOURCE_NOT_FOUND, "Resource not found", {"uri": uri})
+    if uri not in session.subscriptions and len(session.subscriptions) >= (
+        session.limits.subscriptions
+    ):
+        raise ProtocolError(
+            INVALID_PARAMS,
+            f"A session holds at most {session.limits.subscriptions} subscriptions: "
+            "unsubscribe from one first",
+        )
+    session.subscriptions.add(uri)
     return {}
 
 
@@ -244,6 +315,7 @@ def initialize(
     *,
     session_id: str | None = None,
     new_elicitation_id: Callable[[], str] = _elicitation_id,
+    limits: LegacyLimits | None = None,
 ) -> tuple[LegacySession | None, dict[str, Any]]:
     """Answer a legacy `initialize`: the new session (None when refused) and the response."""
     request_id = message.get("id")
@@ -265,6 +337,7 @@ def initialize(
         client_info=client_info if isinstance(client_info, dict) else None,
         session_id=session_id,
         new_elicitation_id=new_elicitation_id,
+        limits=limits if limits is not None else LegacyLimits(),
     )
     # Advertise what the modern server advertises (never `roots`: that is a client feature).
     result: dict[str, Any] = {
@@ -294,8 +367,9 @@ class LegacyCall:
         self.state: Any = None
         self.answers: dict[str, Any] = {}
         self.outstanding: dict[RequestId, tuple[str, dict[str, Any]]] = {}
-        # URL-mode consents the user agreed to open, not yet seen to complete: url -> id.
-        self.awaiting: dict[str, str] = {}
+        # URL-mode consents the user agreed to open, not yet seen to complete:
+        # url -> (input key, elicitationId).
+        self.awaiting: dict[str, tuple[str, str]] = {}
 
     def owns(self, response_id: Any) -> bool:
         return is_request_id(response_id) and response_id in self.outstanding
@@ -311,7 +385,7 @@ class LegacyCall:
             self.answers[key] = result
             params = sent.get("params", {})
             if params.get("mode") == "url" and result.get("action") == "accept":
-                self.awaiting[params["url"]] = params["elicitationId"]
+                self.awaiting[params["url"]] = (key, params["elicitationId"])
         elif sent["method"] == "elicitation/create":
             # A client that failed to show the request did not consent: a cancel, which
             # mutates nothing and leaves the flow open (LESSON.md section 8).
@@ -351,7 +425,9 @@ class LegacyCall:
         result = response.get("result")
         if not isinstance(result, dict) or result.get("resultType") != "input_required":
             final = {**to_legacy_response(response), "id": self.request_id}
-            return Step(notes + self._completions(set()), final)
+            # An error ends the call without the consent having been used: nothing completed.
+            landed = self._completions({}) if "result" in response else self._forget()
+            return Step(notes + landed, final)
         self.state = result.get("requestState")
         entries: dict[str, Any] = result.get("inputRequests") or {}
         still = {
@@ -359,7 +435,7 @@ class LegacyCall:
             for e in entries.values()
             if e.get("method") == "elicitation/create" and e["params"].get("mode") == "url"
         } & set(self.awaiting)
-        done = notes + self._completions(still)
+        done = notes + self._completions(entries, still)
         fresh = {
             key: entry
             for key, entry in entries.items()
@@ -383,16 +459,31 @@ class LegacyCall:
             self.outstanding[request["id"]] = (key, request)
         return Step(done + [request for _, request in requests])
 
-    def _completions(self, still: set[str]) -> list[dict[str, Any]]:
-        """`notifications/elicitation/complete` for every accepted URL consent the handler no
-        longer asks about: it landed (2025-11-25 URL mode)."""
-        landed = [url for url in self.awaiting if url not in still]
-        notes = [
-            {
-                "jsonrpc": "2.0",
-                "method": "notifications/elicitation/complete",
-                "params": {"elicitationId": self.awaiting.pop(url)},
-            }
-            for url in landed
-        ]
+    def _completions(
+        self, entries: Mapping[str, Any], still: set[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """`notifications/elicitation/complete` for every accepted URL consent whose input the
+        handler no longer asks for at all: it landed (2025-11-25 URL mode). A consent whose key
+        is asked again with another link (the old one expired or was replaced) did not land:
+        it is forgotten without a word, and the new link goes to the client as a new request."""
+        kept = still if still is not None else set()
+        notes: list[dict[str, Any]] = []
+        for url, (key, elicitation_id) in list(self.awaiting.items()):
+            if url in kept:
+                continue
+            del self.awaiting[url]
+            if key in entries:
+                log.debug("a URL consent was replaced before it landed")
+                continue
+            notes.append(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/elicitation/complete",
+                    "params": {"elicitationId": elicitation_id},
+                }
+            )
         return notes
+
+    def _forget(self) -> list[dict[str, Any]]:
+        self.awaiting.clear()
+        return []

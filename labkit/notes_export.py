@@ -165,7 +165,7 @@ class NotesExport:
         params = request.params
         if "requestState" in params or "inputResponses" in params:
             return self._retry(request, binding, workspace)
-        if self.consent.credential(principal) is not None:
+        if self.consent.credential(principal, format_file_uri(workspace)) is not None:
             # Already connected: nothing to ask, so no capability is needed.
             return self._export(principal, workspace)
         return self._ask(request, binding, workspace, link_id=None)
@@ -257,17 +257,17 @@ class NotesExport:
             return _complete(
                 "Declined: nothing was exported.", {"exported": False, "status": "declined"}
             )
-        if action == "accept" and self.consent.credential(binding.principal) is not None:
+        if action == "accept" and self.consent.credential(binding.principal, ws_uri) is not None:
             self._claim(binding.principal, nonce, verified.expires_at)
             return self._export(binding.principal, workspace)
         # No answer, or `accept` before the consent happened: ask again, never assume.
         return self._ask(request, binding, workspace, link_id=link_id)
 
     def _export(self, principal: str, workspace: tuple[str, ...]) -> dict[str, Any]:
-        credential = self.consent.credential(principal)
+        ws_uri = format_file_uri(workspace)
+        credential = self.consent.credential(principal, ws_uri)
         if credential is None:  # expired between the check and now
             raise ProtocolError(INVALID_PARAMS, STATE_ERROR)
-        ws_uri = format_file_uri(workspace)
         notes = list(self.notes.find(workspace, "", MAX_EXPORTED))
         report_id = self.reports.publish(credential, principal, ws_uri, notes)
         log.info("exported %d notes of %s for %r", len(notes), ws_uri, principal)

@@ -34,6 +34,7 @@ from labkit.transports.limits import (
 
 if TYPE_CHECKING:
     from labkit.auth import Authenticator
+    from labkit.legacy import LegacyLimits
     from labkit.sandbox import Mode as SandboxMode
     from labkit.server import Server
     from labkit.url_mode import ConsentService
@@ -147,6 +148,8 @@ class Plan:
     consent: ConsentService | None = None
     consent_authenticator: Authenticator | None = None
     public_url: str | None = None
+    # 2025-11-25 sessions ([legacy]); None: labkit.legacy's defaults.
+    legacy_limits: LegacyLimits | None = None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -266,8 +269,12 @@ def _config_plan(path: Path, transport: str) -> tuple[Plan, str, int]:
         consent=consent,
         consent_authenticator=consent_authenticator,
         public_url=settings.http.public_url,
+        legacy_limits=settings.legacy.limits(),
     )
-    if settings.stores.notes == "memory" and settings.stores.replay == "memory":
+    stores = settings.stores
+    if stores.notes == stores.replay == stores.consent == "memory":
+        # Nothing can wait on a lock or a disk: calls are answered inline. A SQLite consent
+        # store can (another process may hold its lock), so then calls run off the loop.
         plan.blocking_methods = frozenset()
     return plan, settings.http.host, settings.http.port
 
@@ -349,7 +356,7 @@ def _serve_stdio(plan: Plan, principal: str) -> int:
     except _Refused as exc:
         print(f"labkit serve: {exc}", file=sys.stderr)
         return EXIT_ENVIRONMENT
-    transport = StdioTransport(plan.server, principal, legacy=True)
+    transport = StdioTransport(plan.server, principal, legacy=True, limits=plan.legacy_limits)
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     log.info("serving MCP over stdio as principal %r", principal)
     real_stdout = sys.stdout
@@ -436,7 +443,11 @@ def _serve_http(plan: Plan) -> int:
         blocking_methods=plan.blocking_methods,
         consent_page=consent_page,
         # 2025-11-25 clients on the same endpoint (sessions live in this process).
-        legacy=LegacyHttp(plan.server, blocking="tools/call" in plan.blocking_methods),
+        legacy=LegacyHttp(
+            plan.server,
+            blocking="tools/call" in plan.blocking_methods,
+            limits=plan.legacy_limits,
+        ),
     )
     try:
         sock = _bind(plan.host, plan.port)

@@ -3,9 +3,11 @@ the out-of-band page.
 
 Owns: `has_url_elicitation` and `url_elicitation` (the two small pure functions a tool needs to
 ask through URL mode), and `ConsentService`: minting one-time links bound to a principal and a
-pending request, the anti-forgery token of the consent page, and granting (the credential is
-generated here and stored server-side; it never travels in an MCP message, a form, a URL or a
-log line). Pure: the store, the clock, the key ring and the id sources are injected. Must not
+pending request, the anti-forgery tokens of the consent page, granting (the credential is
+generated here and stored server-side, for the principal and the one workspace the page
+showed; it never travels in an MCP message, a form, a URL or a log line), listing and revoking
+grants. On the MCP side a consent store that stays busy is the busy error (-32001), never an
+internal one. Pure: the store, the clock, the key ring and the id sources are injected. Must not
 import a transport or the core.
 
 Why URL mode (LESSON.md section 7): the report service's grant is a third-party credential;
@@ -18,12 +20,14 @@ import hashlib
 import hmac
 import logging
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Final
 
 from labkit.clock import Clock, system_clock
-from labkit.errors import MISSING_CAPABILITY, ProtocolError
+from labkit.errors import MISSING_CAPABILITY, SERVER_BUSY, ProtocolError
 from labkit.state import KeyRing
+from labkit.stores import StoreBusy
 from labkit.stores.consent import ConsentLink, ConsentStore, Grant, decide_grant
 
 log = logging.getLogger("labkit.consent")  # the logger keeps its name across the module rename
@@ -109,6 +113,12 @@ class ConsentService:
     def issue(
         self, principal: str, request_digest: str, tool: str, workspace_uri: str
     ) -> ConsentLink:
+        with _busy_as_error():
+            return self._issue(principal, request_digest, tool, workspace_uri)
+
+    def _issue(
+        self, principal: str, request_digest: str, tool: str, workspace_uri: str
+    ) -> ConsentLink:
         now = self.clock()
         link = ConsentLink(
             id=self.id_source(),
@@ -128,17 +138,21 @@ class ConsentService:
 
     def pending(self, link_id: str, principal: str, request_digest: str) -> ConsentLink | None:
         """The link if `principal` could still use it for this very request."""
-        link = self.store.link(link_id)
+        with _busy_as_error():
+            link = self.store.link(link_id)
         if decide_grant(link, principal, self.clock()) is not Grant.GRANTED:
             return None
         assert link is not None
         return link if link.request_digest == request_digest else None
 
-    def credential(self, principal: str) -> str | None:
-        return self.store.credential(principal, self.clock())
+    def credential(self, principal: str, workspace_uri: str) -> str | None:
+        """The live credential `principal` granted for exactly `workspace_uri`, or None."""
+        with _busy_as_error():
+            return self.store.credential(principal, workspace_uri, self.clock())
 
     def revoke(self, link_id: str) -> None:
-        self.store.revoke_link(link_id)
+        with _busy_as_error():
+            self.store.revoke_link(link_id)
 
     # -- the page side -----------------------------------------------------------------------
 
@@ -160,6 +174,33 @@ class ConsentService:
             return False
         return hmac.compare_digest(mac.encode(), _form_mac(secret, link_id, principal).encode())
 
+    def deny(self, link_id: str) -> None:
+        """The user pressed Deny on the page: the link is withdrawn (a busy store raises
+        `StoreBusy`, for the page to answer)."""
+        self.store.revoke_link(link_id)
+
+    def revoke_token(self, principal: str) -> str:
+        """The anti-forgery token of the page that revokes `principal`'s grants."""
+        kid, secret = self.keys.sealing
+        return f"{kid}.{_form_mac(secret, '', principal, purpose=b'revoke')}"
+
+    def revoke_token_valid(self, token: str, principal: str) -> bool:
+        kid, _, mac = token.partition(".")
+        secret = self.keys.get(kid)
+        if secret is None:
+            return False
+        expected = _form_mac(secret, "", principal, purpose=b"revoke")
+        return hmac.compare_digest(mac.encode(), expected.encode())
+
+    def grants(self, principal: str) -> Sequence[tuple[str, float]]:
+        """`principal`'s live grants: (workspace, valid until), never the credential."""
+        return self.store.grants(principal, self.clock())
+
+    def revoke_grant(self, principal: str, workspace_uri: str) -> bool:
+        revoked = self.store.revoke_grant(principal, workspace_uri)
+        log.info("consent for %s revoked by %r: %s", self.service, principal, revoked)
+        return revoked
+
     def grant(self, link_id: str, principal: str) -> Grant:
         """Use the link: mint the credential and store it for `principal`, exactly once."""
         now = self.clock()
@@ -171,6 +212,20 @@ class ConsentService:
         return outcome
 
 
-def _form_mac(secret: bytes, link_id: str, principal: str) -> str:
-    message = b"labkit consent form\x00" + link_id.encode() + b"\x00" + principal.encode()
+def _form_mac(secret: bytes, link_id: str, principal: str, purpose: bytes = b"form") -> str:
+    message = (
+        b"labkit consent " + purpose + b"\x00" + link_id.encode() + b"\x00" + principal.encode()
+    )
     return hmac.new(secret, message, hashlib.sha256).hexdigest()
+
+
+@contextmanager
+def _busy_as_error() -> Iterator[None]:
+    """A consent store that stayed busy is "try again" for the MCP client (-32001)."""
+    try:
+        yield
+    except StoreBusy as exc:
+        log.warning("consent store busy: %s", exc)
+        raise ProtocolError(
+            SERVER_BUSY, "The consent record is busy; nothing was changed, try again"
+        ) from None

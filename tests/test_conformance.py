@@ -502,7 +502,11 @@ def test_resources(server: Server, uri: str, content: dict[str, Any]) -> None:
 
 def test_resource_listings(server: Server) -> None:
     listing = result_of(checked(server, request(1, "resources/list")))["resources"]
-    assert [r["uri"] for r in listing] == ["test://static-text", "test://static-binary"]
+    assert [r["uri"] for r in listing] == [
+        "test://static-text",
+        "test://static-binary",
+        "test://watched-resource",
+    ]
     templates = result_of(checked(server, request(2, "resources/templates/list")))
     assert [t["uriTemplate"] for t in templates["resourceTemplates"]] == [
         "test://template/{id}/data"

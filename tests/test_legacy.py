@@ -26,6 +26,7 @@ from test_notes_export import ExportLab, build_export_lab
 from labkit import legacy
 from labkit.auth import demo_authenticator
 from labkit.clock import FakeClock
+from labkit.conformance import FixedResource
 from labkit.legacy import (
     MAX_POLLS,
     MAX_ROUNDS,
@@ -762,8 +763,13 @@ def test_no_level_set_means_no_level_in_meta() -> None:
     assert "io.modelcontextprotocol/logLevel" not in tool.seen[0].meta
 
 
+def watched_server() -> Server:
+    watched = FixedResource("test://watched-resource", "w", "W", "watched", "text/plain", "x")
+    return Server([Recorder([])], resources=[watched])
+
+
 def test_subscribe_and_unsubscribe_are_session_methods_the_modern_side_lacks() -> None:
-    server = Server([Recorder([])])
+    server = watched_server()
     session = open_session(server)
     uri = {"uri": "test://watched-resource"}
     assert session.answer(_request(1, "resources/subscribe", uri)) == result_response(1, {})

@@ -294,7 +294,7 @@ def test_decline_is_terminal_and_withdraws_the_link(xlab: ExportLab) -> None:
         "status": "declined",
     }
     assert xlab.consent.grant(link_id_of(url), "alice") is Grant.USED
-    assert xlab.consent.credential("alice") is None
+    assert xlab.consent.credential("alice", NOTES["workspaceUri"]) is None
     assert error_of(export(xlab, 3, state=state, action="accept"))["code"] == -32602
     assert xlab.reports.published == []
 
@@ -347,14 +347,30 @@ def test_store_grants_once_to_the_bound_principal_before_expiry(
 ) -> None:
     consent_store.add_link(make_link("a"))
     assert consent_store.grant("a", "mallory", "C-m", 110, 1000) is Grant.WRONG_PRINCIPAL
-    assert consent_store.credential("mallory", 110) is None
+    assert consent_store.credential("mallory", "file:///w", 110) is None
     assert consent_store.grant("nope", "alice", "C-x", 110, 1000) is Grant.UNKNOWN
     assert consent_store.grant("a", "alice", "C-a", 160, 1000) is Grant.EXPIRED
-    assert consent_store.credential("alice", 110) is None
+    assert consent_store.credential("alice", "file:///w", 110) is None
     assert consent_store.grant("a", "alice", "C-a", 110, 1000) is Grant.GRANTED
     assert consent_store.grant("a", "alice", "C-b", 111, 1000) is Grant.USED
-    assert consent_store.credential("alice", 999) == "C-a"
-    assert consent_store.credential("alice", 1000) is None, "credentials expire"
+    assert consent_store.credential("alice", "file:///w", 999) == "C-a"
+    assert consent_store.credential("alice", "file:///other", 999) is None, "one workspace"
+    assert consent_store.credential("alice", "file:///w", 1000) is None, "credentials expire"
+
+
+def test_store_grant_is_listed_and_revoked_per_workspace(consent_store: ConsentStore) -> None:
+    consent_store.add_link(make_link("a"))
+    other = ConsentLink("b", "alice", "d", "notes_export", "file:///v", "rs", 100.0, 160.0)
+    consent_store.add_link(other)
+    assert consent_store.grant("a", "alice", "C-a", 110, 1000) is Grant.GRANTED
+    assert consent_store.grant("b", "alice", "C-b", 110, 900) is Grant.GRANTED
+    assert list(consent_store.grants("alice", 120)) == [("file:///v", 900), ("file:///w", 1000)]
+    assert list(consent_store.grants("mallory", 120)) == []
+    assert consent_store.revoke_grant("alice", "file:///w") is True
+    assert consent_store.revoke_grant("alice", "file:///w") is False
+    assert consent_store.credential("alice", "file:///w", 120) is None
+    assert consent_store.credential("alice", "file:///v", 120) == "C-b"
+    assert list(consent_store.grants("alice", 950)) == [], "expired grants are not listed"
 
 
 def test_store_revokes_and_bounds_pending_links(consent_store: ConsentStore) -> None:
@@ -460,7 +476,7 @@ def test_without_a_sign_in_the_browser_is_asked_for_one(served: Served) -> None:
         page = served.http.get(url, headers=headers)
         assert page.status_code == 401
         assert page.headers["www-authenticate"].startswith("Basic ")
-    assert served.lab.consent.credential("alice") is None
+    assert served.lab.consent.credential("alice", NOTES["workspaceUri"]) is None
 
 
 @pytest.mark.parametrize("method", ["GET", "POST"])
@@ -474,8 +490,8 @@ def test_another_principal_is_refused_and_nothing_is_stored(served: Served, meth
         refused = approve(served, url, MALLORY_BASIC, token)
     assert refused.status_code == 403
     assert "issued to another user" in refused.text
-    assert served.lab.consent.credential("mallory") is None
-    assert served.lab.consent.credential("alice") is None
+    assert served.lab.consent.credential("mallory", NOTES["workspaceUri"]) is None
+    assert served.lab.consent.credential("alice", NOTES["workspaceUri"]) is None
     assert url_entry(export(served.lab, 2, state=state, action="accept"))[0] == url
 
 
@@ -497,7 +513,7 @@ def test_an_expired_link_is_refused_and_stores_nothing(served: Served) -> None:
     served.lab.clock.advance(240)
     refused = approve(served, url, token=token)
     assert refused.status_code == 410 and "expired" in refused.text
-    assert served.lab.consent.credential("alice") is None
+    assert served.lab.consent.credential("alice", NOTES["workspaceUri"]) is None
 
 
 def test_unknown_link_forged_token_and_foreign_origin_are_refused(served: Served) -> None:
@@ -521,7 +537,7 @@ def test_unknown_link_forged_token_and_foreign_origin_are_refused(served: Served
     assert rebinding.status_code == 421
     other_port = served.http.get(url, headers={**ALICE_BASIC, "host": "127.0.0.1:1"})
     assert other_port.status_code == 421, "the port is the listening one, not the Host's"
-    assert served.lab.consent.credential("alice") is None
+    assert served.lab.consent.credential("alice", NOTES["workspaceUri"]) is None
     # The real token still works afterwards: nothing above used the link up.
     assert approve(served, url, token=real).status_code == 200
 
@@ -535,7 +551,7 @@ def test_deny_on_the_page_withdraws_the_link(served: Served) -> None:
         content=f"form_token={token}&decision=deny".encode(),
     )
     assert denied.status_code == 200 and "Nothing was connected" in denied.text
-    assert served.lab.consent.credential("alice") is None
+    assert served.lab.consent.credential("alice", NOTES["workspaceUri"]) is None
     # The retry offers a fresh link, since the old one is gone.
     assert url_entry(export(served.lab, 2, state=state, action="accept"))[0] != url
 
@@ -645,7 +661,7 @@ def test_a_form_with_extra_fields_is_refused(served: Served) -> None:
         content=stuffed.encode(),
     )
     assert refused.status_code == 400
-    assert served.lab.consent.credential("alice") is None
+    assert served.lab.consent.credential("alice", NOTES["workspaceUri"]) is None
 
 
 @pytest.mark.parametrize(

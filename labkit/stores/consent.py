@@ -2,8 +2,11 @@
 
 Owns: `ConsentLink` (a pending one-time link, bound to a principal and to the request that
 asked), `Grant` (the outcome of using a link), the `ConsentStore` contract, and its memory and
-SQLite backends. The credential is a server-side secret: it goes in, comes back out only from
-`credential()`, and is never part of a `repr`, an exception or a log line here.
+SQLite backends. A credential is granted for exactly one (principal, workspace): the workspace
+the consent page showed. It can be listed (workspace and expiry, never the secret) and revoked.
+The credential is a server-side secret: it goes in, comes back out only from `credential()`,
+and is never part of a `repr`, an exception or a log line here. A SQLite database that stays
+locked (or cannot be opened) is `StoreBusy`, never a raw `sqlite3` error.
 Must not import the server or a transport.
 """
 
@@ -13,10 +16,12 @@ import enum
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Final, Protocol, runtime_checkable
+
+from labkit.stores import StoreBusy
 
 # One principal cannot pile up pending links without bound (each first round mints one).
 DEFAULT_PENDING_PER_PRINCIPAL: Final = 32
@@ -64,16 +69,24 @@ class ConsentStore(Protocol):
         self, link_id: str, principal: str, credential: str, now: float, valid_until: float
     ) -> Grant:
         """Atomically: the link exists, is unused, unexpired and bound to `principal`; mark it
-        used and store `credential` for `principal` until `valid_until`. GRANTED exactly once;
-        any other outcome stores nothing."""
+        used and store `credential` for `principal` and the link's workspace (nothing wider)
+        until `valid_until`. GRANTED exactly once; any other outcome stores nothing."""
         ...
 
     def revoke_link(self, link_id: str) -> None:
         """Make a pending link unusable (the user declined in the MCP client)."""
         ...
 
-    def credential(self, principal: str, now: float) -> str | None:
-        """The principal's live report-service credential, or None."""
+    def credential(self, principal: str, workspace_uri: str, now: float) -> str | None:
+        """The principal's live report-service credential for that workspace, or None."""
+        ...
+
+    def grants(self, principal: str, now: float) -> Sequence[tuple[str, float]]:
+        """The principal's live grants as (workspace, valid until), by workspace."""
+        ...
+
+    def revoke_grant(self, principal: str, workspace_uri: str) -> bool:
+        """Delete the principal's grant for that workspace; whether there was one."""
         ...
 
 
@@ -96,7 +109,7 @@ class MemoryConsentStore:
 
     pending_per_principal: int = DEFAULT_PENDING_PER_PRINCIPAL
     _links: dict[str, ConsentLink] = field(default_factory=dict)
-    _credentials: dict[str, tuple[str, float]] = field(default_factory=dict, repr=False)
+    _credentials: dict[tuple[str, str], tuple[str, float]] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add_link(self, link: ConsentLink) -> None:
@@ -120,7 +133,7 @@ class MemoryConsentStore:
             if outcome is Grant.GRANTED:
                 assert link is not None
                 self._links[link_id] = replace(link, used=True)
-                self._credentials[principal] = (credential, valid_until)
+                self._credentials[principal, link.workspace_uri] = (credential, valid_until)
             return outcome
 
     def revoke_link(self, link_id: str) -> None:
@@ -129,12 +142,24 @@ class MemoryConsentStore:
             if link is not None:
                 self._links[link_id] = replace(link, used=True)
 
-    def credential(self, principal: str, now: float) -> str | None:
+    def credential(self, principal: str, workspace_uri: str, now: float) -> str | None:
         with self._lock:
-            held = self._credentials.get(principal)
+            held = self._credentials.get((principal, workspace_uri))
         if held is None or now >= held[1]:
             return None
         return held[0]
+
+    def grants(self, principal: str, now: float) -> Sequence[tuple[str, float]]:
+        with self._lock:
+            return sorted(
+                (workspace, until)
+                for (who, workspace), (_, until) in self._credentials.items()
+                if who == principal and now < until
+            )
+
+    def revoke_grant(self, principal: str, workspace_uri: str) -> bool:
+        with self._lock:
+            return self._credentials.pop((principal, workspace_uri), None) is not None
 
 
 _SCHEMA: Final = (
@@ -143,8 +168,12 @@ _SCHEMA: Final = (
     " tool TEXT NOT NULL, workspace_uri TEXT NOT NULL, service TEXT NOT NULL,"
     " created_at REAL NOT NULL, expires_at REAL NOT NULL, used INTEGER NOT NULL)",
     "CREATE INDEX IF NOT EXISTS consent_links_principal ON consent_links (principal, created_at)",
-    "CREATE TABLE IF NOT EXISTS consent_credentials ("
-    " principal TEXT PRIMARY KEY, credential TEXT NOT NULL, valid_until REAL NOT NULL)",
+    # Grants of earlier versions covered every workspace of a principal: wider than any page
+    # said, so they are dropped (the user is asked again) rather than carried over.
+    "DROP TABLE IF EXISTS consent_credentials",
+    "CREATE TABLE IF NOT EXISTS consent_grants ("
+    " principal TEXT NOT NULL, workspace_uri TEXT NOT NULL, credential TEXT NOT NULL,"
+    " valid_until REAL NOT NULL, PRIMARY KEY (principal, workspace_uri))",
 )
 _LINK_COLUMNS: Final = (
     "id, principal, request_digest, tool, workspace_uri, service, created_at, expires_at, used"
@@ -179,6 +208,16 @@ class SqliteConsentStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
+        try:
+            with self._connected() as conn:
+                yield conn
+        except sqlite3.OperationalError as exc:
+            # Locked by another process past the busy timeout, or not openable right now
+            # (descriptors spent, the disk gone): nothing was changed, try again later.
+            raise StoreBusy(f"consent store {self.path!r}: {exc}") from exc
+
+    @contextmanager
+    def _connected(self) -> Iterator[sqlite3.Connection]:
         conn = sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None)
         try:
             conn.execute("PRAGMA journal_mode=WAL")
@@ -241,10 +280,11 @@ class SqliteConsentStore:
             if outcome is Grant.GRANTED:
                 conn.execute("UPDATE consent_links SET used = 1 WHERE id = ?", (link_id,))
                 conn.execute(
-                    "INSERT INTO consent_credentials (principal, credential, valid_until)"
-                    " VALUES (?, ?, ?) ON CONFLICT (principal) DO UPDATE SET"
-                    " credential = excluded.credential, valid_until = excluded.valid_until",
-                    (principal, credential, valid_until),
+                    "INSERT INTO consent_grants (principal, workspace_uri, credential,"
+                    " valid_until) VALUES (?, ?, ?, ?) ON CONFLICT (principal, workspace_uri)"
+                    " DO UPDATE SET credential = excluded.credential,"
+                    " valid_until = excluded.valid_until",
+                    (principal, row[4], credential, valid_until),
                 )
             return outcome
 
@@ -252,14 +292,31 @@ class SqliteConsentStore:
         with self._transaction() as conn:
             conn.execute("UPDATE consent_links SET used = 1 WHERE id = ?", (link_id,))
 
-    def credential(self, principal: str, now: float) -> str | None:
+    def credential(self, principal: str, workspace_uri: str, now: float) -> str | None:
         with self._transaction() as conn:
             row = conn.execute(
-                "SELECT credential FROM consent_credentials"
-                " WHERE principal = ? AND valid_until > ?",
-                (principal, now),
+                "SELECT credential FROM consent_grants"
+                " WHERE principal = ? AND workspace_uri = ? AND valid_until > ?",
+                (principal, workspace_uri, now),
             ).fetchone()
         return None if row is None else str(row[0])
+
+    def grants(self, principal: str, now: float) -> Sequence[tuple[str, float]]:
+        with self._transaction() as conn:
+            rows = conn.execute(
+                "SELECT workspace_uri, valid_until FROM consent_grants"
+                " WHERE principal = ? AND valid_until > ? ORDER BY workspace_uri",
+                (principal, now),
+            ).fetchall()
+        return [(str(ws), float(until)) for ws, until in rows]
+
+    def revoke_grant(self, principal: str, workspace_uri: str) -> bool:
+        with self._transaction() as conn:
+            gone = conn.execute(
+                "DELETE FROM consent_grants WHERE principal = ? AND workspace_uri = ?",
+                (principal, workspace_uri),
+            ).rowcount
+        return bool(gone)
 
 
 def _link_from_row(row: tuple[object, ...]) -> ConsentLink:

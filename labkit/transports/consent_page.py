@@ -13,6 +13,12 @@ whoever holds the URL. The form's hidden token is an HMAC over the link id and t
 compared in constant time; because browsers resend Basic credentials on their own, the token
 (plus the Origin check) is what stops a cross-site POST.
 
+The page says what approving grants: the report service for the one workspace shown, for the
+credential lifetime it states. `GET /connect/report-service/` lists the signed-in principal's
+grants, each with a Revoke button; that POST is guarded like the approval (sign-in, a token
+bound to the principal, the Origin check). Every consent-store call runs in a worker thread, so
+a store that waits on a lock never stalls the server; a store that stays busy is a 503 page.
+
 Must not import the core.
 """
 
@@ -20,22 +26,28 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import html
 import logging
-from collections.abc import Collection
-from typing import Final
+import time
+from collections.abc import Callable, Collection
+from typing import Final, TypeVar
 from urllib.parse import parse_qs
 
+import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from labkit.auth import Authenticator
+from labkit.stores import StoreBusy
 from labkit.stores.consent import ConsentLink, Grant
 from labkit.url_mode import CONNECT_PATH, ConsentService
 
 log = logging.getLogger("labkit.transports.consent_page")
+
+_T = TypeVar("_T")
 
 MAX_FORM_BYTES: Final = 4096
 LOOPBACK_NAMES: Final = ("127.0.0.1", "localhost", "[::1]")
@@ -91,13 +103,33 @@ class ConsentPage:
         self.allowed_hosts = frozenset(h.lower() for h in allowed_hosts)
 
     def routes(self) -> list[Route]:
-        return [Route(CONNECT_PATH + "{link_id}", self.endpoint, methods=["GET", "POST"])]
+        return [
+            Route(CONNECT_PATH, self.grants_endpoint, methods=["GET", "POST"]),
+            Route(CONNECT_PATH + "{link_id}", self.endpoint, methods=["GET", "POST"]),
+        ]
+
+    async def _store(self, work: Callable[[], _T]) -> _T:
+        """Consent-store work off the event loop: a database waiting on a lock (up to its
+        busy timeout) must not stall every other request of the server."""
+        return await anyio.to_thread.run_sync(work)
 
     async def endpoint(self, request: Request) -> Response:
+        try:
+            return await self._endpoint(request)
+        except StoreBusy as exc:
+            return _busy(exc)
+
+    async def grants_endpoint(self, request: Request) -> Response:
+        try:
+            return await self._grants_endpoint(request)
+        except StoreBusy as exc:
+            return _busy(exc)
+
+    async def _signed_in(self, request: Request) -> tuple[str, str] | Response:
+        """(principal, host), or the refusal: a foreign Host, or no sign-in."""
         host = request.headers.get("host", "").lower()
-        port = (request.scope.get("server") or ("", 0))[1]  # where it arrived, not what Host says
+        port = (request.scope.get("server") or ("", 0))[1]
         if not self._host_allowed(host, port):
-            # DNS rebinding: a foreign name resolved to loopback must not reach this page.
             return _page(421, "Misdirected request", "<p>Unknown host.</p>")
         principal = self._principal(request.headers.get("authorization"))
         if principal is None:
@@ -107,8 +139,59 @@ class ConsentPage:
                 "<p>Sign in as the user who asked (user name and MCP token).</p>",
                 {"www-authenticate": 'Basic realm="labkit consent", charset="UTF-8"'},
             )
+        return principal, host
+
+    async def _grants_endpoint(self, request: Request) -> Response:
+        signed_in = await self._signed_in(request)
+        if isinstance(signed_in, Response):
+            return signed_in
+        principal, host = signed_in
+        if request.method == "POST":
+            fields = await self._form_fields(request, host, principal)
+            if isinstance(fields, Response):
+                return fields
+            if not self.consent.revoke_token_valid(fields.get("form_token", ""), principal):
+                log.warning("revoke form with a bad anti-forgery token for %r", principal)
+                return _page(
+                    403, "Consent refused", "<p>The form is not valid. Nothing was changed.</p>"
+                )
+            workspace = fields.get("workspace", "")
+            revoked = await self._store(
+                functools.partial(self.consent.revoke_grant, principal, workspace)
+            )
+            text = "was revoked" if revoked else "was not connected (nothing to revoke)"
+            return _page(
+                200,
+                "Revoked" if revoked else "Nothing to revoke",
+                f"<p>{html.escape(self.consent.service)} for "
+                f"<code>{html.escape(workspace)}</code> {text}.</p>",
+            )
+        grants = await self._store(functools.partial(self.consent.grants, principal))
+        token = html.escape(self.consent.revoke_token(principal), quote=True)
+        rows = "".join(
+            f"<li><code>{html.escape(workspace)}</code>, until {_when(until)} "
+            "<form method=post style='display:inline'>"
+            f"<input type=hidden name=form_token value='{token}'>"
+            f"<input type=hidden name=workspace value='{html.escape(workspace, quote=True)}'>"
+            "<button>Revoke</button></form></li>"
+            for workspace, until in grants
+        )
+        body = (
+            f"<p><b>{html.escape(principal)}</b>, {html.escape(self.consent.service)} is "
+            "connected for these workspaces:</p>"
+            f"<ul>{rows}</ul>"
+            if grants
+            else f"<p><b>{html.escape(principal)}</b>, nothing is connected.</p>"
+        )
+        return _page(200, f"{self.consent.service} connections", body)
+
+    async def _endpoint(self, request: Request) -> Response:
+        signed_in = await self._signed_in(request)
+        if isinstance(signed_in, Response):
+            return signed_in
+        principal, host = signed_in
         link_id = request.path_params["link_id"]
-        outcome, link = self.consent.check(link_id, principal)
+        outcome, link = await self._store(functools.partial(self.consent.check, link_id, principal))
         if outcome is not Grant.GRANTED:
             log.info("consent page refused for %r: %s", principal, outcome.value)
             return _refusal(outcome)
@@ -145,24 +228,11 @@ class ConsentPage:
         # with mallory's token and sees a page that names alice.
         return principal if principal == user else None
 
-    def _form(self, link: ConsentLink, principal: str) -> Response:
-        token = self.consent.form_token(link.id, principal)
-        body = (
-            f"<p><b>{html.escape(principal)}</b>, an MCP client acting for you asks to connect "
-            f"<b>{html.escape(link.service)}</b> so that the tool <code>{html.escape(link.tool)}"
-            f"</code> can publish the notes of <code>{html.escape(link.workspace_uri)}</code>.</p>"
-            "<p>If you approve, labkit keeps the connection on the server. Your MCP client "
-            "never sees it.</p>"
-            "<form method=post>"
-            f"<input type=hidden name=form_token value='{html.escape(token, quote=True)}'>"
-            "<button name=decision value=approve>Approve</button> "
-            "<button name=decision value=deny>Deny</button></form>"
-        )
-        return _page(200, f"Connect {link.service}", body)
-
-    async def _submit(
-        self, request: Request, link: ConsentLink, principal: str, host: str
-    ) -> Response:
+    async def _form_fields(
+        self, request: Request, host: str, principal: str
+    ) -> dict[str, str] | Response:
+        """A POSTed form's fields (first value of each), or the refusal: a foreign Origin, a
+        form too large or not valid."""
         origin = request.headers.get("origin")
         if origin is not None and origin.lower().rstrip("/") not in (
             f"http://{host}",
@@ -179,19 +249,47 @@ class ConsentPage:
             fields = parse_qs(body.decode("latin-1"), max_num_fields=8)
         except ValueError:  # more fields than the form has
             return _page(400, "Consent refused", "<p>The form is not valid.</p>")
-        token = fields.get("form_token", [""])[0]
-        decision = fields.get("decision", [""])[0]
+        return {name: values[0] for name, values in fields.items()}
+
+    def _form(self, link: ConsentLink, principal: str) -> Response:
+        token = self.consent.form_token(link.id, principal)
+        lifetime = self.consent.credential_ttl_seconds
+        until = _when(self.consent.clock() + lifetime)
+        body = (
+            f"<p><b>{html.escape(principal)}</b>, an MCP client acting for you asks to connect "
+            f"<b>{html.escape(link.service)}</b> so that the tool <code>{html.escape(link.tool)}"
+            f"</code> can publish the notes of <code>{html.escape(link.workspace_uri)}</code>.</p>"
+            "<p>If you approve, labkit keeps the connection on the server. Your MCP client "
+            "never sees it. It covers only "
+            f"<code>{html.escape(link.workspace_uri)}</code> (any other workspace asks again) "
+            f"and lasts {_duration(lifetime)}, until {until}. You can revoke it at any time "
+            f"on <a href='{CONNECT_PATH}'>{CONNECT_PATH}</a>.</p>"
+            "<form method=post>"
+            f"<input type=hidden name=form_token value='{html.escape(token, quote=True)}'>"
+            "<button name=decision value=approve>Approve</button> "
+            "<button name=decision value=deny>Deny</button></form>"
+        )
+        return _page(200, f"Connect {link.service}", body)
+
+    async def _submit(
+        self, request: Request, link: ConsentLink, principal: str, host: str
+    ) -> Response:
+        fields = await self._form_fields(request, host, principal)
+        if isinstance(fields, Response):
+            return fields
+        token = fields.get("form_token", "")
+        decision = fields.get("decision", "")
         if not self.consent.form_token_valid(token, link.id, principal):
             log.warning("consent form with a bad anti-forgery token for %r", principal)
             return _page(
                 403, "Consent refused", "<p>The form is not valid. Nothing was changed.</p>"
             )
         if decision == "deny":
-            self.consent.revoke(link.id)
+            await self._store(functools.partial(self.consent.deny, link.id))
             return _page(200, "Not connected", "<p>Nothing was connected. You can close this.</p>")
         if decision != "approve":
             return _page(400, "Consent refused", "<p>Choose Approve or Deny.</p>")
-        outcome = self.consent.grant(link.id, principal)
+        outcome = await self._store(functools.partial(self.consent.grant, link.id, principal))
         if outcome is not Grant.GRANTED:
             return _refusal(outcome)
         return _page(
@@ -199,6 +297,29 @@ class ConsentPage:
             f"{link.service} connected",
             "<p>Done. Return to your MCP client and continue.</p>",
         )
+
+
+def _busy(exc: StoreBusy) -> Response:
+    log.warning("consent page: store busy: %s", exc)
+    return _page(
+        503,
+        "Try again",
+        "<p>The consent record is busy right now. Nothing was changed; reload in a moment.</p>",
+        {"retry-after": "5"},
+    )
+
+
+def _when(epoch: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(epoch))
+
+
+def _duration(seconds: float) -> str:
+    days, hours = seconds / 86_400, seconds / 3600
+    if days >= 1 and days == int(days):
+        return f"{int(days)} day{'s' if days != 1 else ''}"
+    if hours >= 1:
+        return f"{hours:g} hours"
+    return f"{seconds:g} seconds"
 
 
 def create_consent_app(page: ConsentPage) -> Starlette:

@@ -3,10 +3,13 @@
 Owns: the per-request era decision (an `MCP-Protocol-Version: 2026-07-28` header is modern and
 never reaches this module; an `initialize` without it starts a session; an `Mcp-Session-Id`
 continues one), the session table (minted on `initialize`, bound to the authenticated
-principal, ended by DELETE, idle sessions dropped; an unknown, ended or foreign session is 404),
-and the SSE response stream of a `tools/call` that needs input: live `elicitation/create` and
-`roots/list` requests, then the result, while the client POSTs its answers (202) on the same
-session. The session logic itself is `labkit.legacy`, which is sans-IO.
+principal, ended by DELETE, idle sessions dropped; an unknown, ended or foreign session is 404;
+when the table is full, the oldest idle session of the principal holding the most goes, so
+every principal finds room), the bounds on calls in progress (per session and per principal:
+past either, -32001 with HTTP 503), and the SSE response stream of a `tools/call` that needs
+input: live `elicitation/create` and `roots/list` requests, then the result, while the client
+POSTs its answers (202) on the same session; DELETE ends every call of the session at once.
+The session logic itself is `labkit.legacy`, which is sans-IO.
 
 Sessions live in this process: a deployment with several instances must route a session's
 requests to the instance that minted it (sticky sessions). Must not import the course toolkit
@@ -15,9 +18,11 @@ or the grader.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import secrets
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -31,7 +36,7 @@ from starlette.types import Send
 from labkit import legacy
 from labkit.clock import Clock, system_clock
 from labkit.errors import INVALID_REQUEST, SERVER_BUSY, ProtocolError
-from labkit.legacy import LegacyCall, LegacySession, Step, is_response
+from labkit.legacy import LegacyCall, LegacyLimits, LegacySession, Step, is_response
 from labkit.server import RequestContext, Server
 from labkit.transports.sse import SSE_HEADERS, event, wants_event_stream
 from labkit.wire import PROTOCOL_VERSION, RequestId, encode, error_response, is_request_id
@@ -39,14 +44,15 @@ from labkit.wire import PROTOCOL_VERSION, RequestId, encode, error_response, is_
 log = logging.getLogger("labkit.transports.legacy_http")
 
 SESSION_HEADER: Final = "mcp-session-id"
-DEFAULT_MAX_SESSIONS: Final = 1000
+_DEFAULTS: Final = LegacyLimits()
+DEFAULT_MAX_SESSIONS: Final = _DEFAULTS.max_sessions
 # No principal may fill the table for everyone else (SECURITY.md, "bound each principal's
 # share"): past this many, its own least recently used session is dropped.
-DEFAULT_SESSIONS_PER_PRINCIPAL: Final = 16
-DEFAULT_IDLE_SECONDS: Final = 3600.0
+DEFAULT_SESSIONS_PER_PRINCIPAL: Final = _DEFAULTS.sessions_per_principal
+DEFAULT_IDLE_SECONDS: Final = _DEFAULTS.idle_seconds
 # How long a call's stream waits for the client to answer one of its requests (a user may be
-# reading a form or a consent page).
-DEFAULT_ANSWER_SECONDS: Final = 600.0
+# reading a form).
+DEFAULT_ANSWER_SECONDS: Final = _DEFAULTS.answer_seconds
 
 Streamed = Callable[[Send], Awaitable[None]]
 """A response that writes itself (headers, then one body or a stream of events)."""
@@ -63,6 +69,11 @@ class _Held:
     last_seen: float
     # Requests this session's calls sent, by id: where the client's answer goes.
     waiting: dict[RequestId, MemoryObjectSendStream[dict[str, Any]]] = field(default_factory=dict)
+    # Calls in progress (admitted, not yet answered), and the scopes of those streaming: ending
+    # the session cancels them, whatever they wait on (an answer, or a URL consent's poll).
+    calls: int = 0
+    streams: set[anyio.CancelScope] = field(default_factory=set)
+    ended: bool = False
 
 
 def _respond(
@@ -98,21 +109,36 @@ class LegacyHttp:
         *,
         clock: Clock = system_clock,
         id_source: Callable[[], str] = _new_session_id,
-        max_sessions: int = DEFAULT_MAX_SESSIONS,
-        per_principal: int = DEFAULT_SESSIONS_PER_PRINCIPAL,
-        idle_seconds: float = DEFAULT_IDLE_SECONDS,
-        answer_seconds: float = DEFAULT_ANSWER_SECONDS,
+        limits: LegacyLimits | None = None,
+        max_sessions: int | None = None,
+        per_principal: int | None = None,
+        idle_seconds: float | None = None,
+        answer_seconds: float | None = None,
         blocking: bool = True,
     ) -> None:
+        # The keyword overrides win over `limits` (tests set one bound at a time).
+        overrides: dict[str, Any] = {
+            "max_sessions": max_sessions,
+            "sessions_per_principal": per_principal,
+            "idle_seconds": idle_seconds,
+            "answer_seconds": answer_seconds,
+        }
+        limits = dataclasses.replace(
+            limits if limits is not None else _DEFAULTS,
+            **{k: v for k, v in overrides.items() if v is not None},
+        )
         self.server = server
         self.clock = clock
         self.id_source = id_source
-        self.max_sessions = max_sessions
-        self.per_principal = per_principal
-        self.idle_seconds = idle_seconds
-        self.answer_seconds = answer_seconds
+        self.limits = limits
+        self.max_sessions = limits.max_sessions
+        self.per_principal = limits.sessions_per_principal
+        self.idle_seconds = limits.idle_seconds
+        self.answer_seconds = limits.answer_seconds
         self.blocking = blocking
         self.sessions: dict[str, _Held] = {}
+        # Calls in progress per principal, over all of its sessions.
+        self.calls: Counter[str] = Counter()
 
     # -- routing ------------------------------------------------------------------------------
 
@@ -144,8 +170,12 @@ class LegacyHttp:
 
     def _drop(self, session_id: str) -> None:
         held = self.sessions.pop(session_id)
+        held.ended = True
+        # A call still streaming ends now, not after its answer timeout or its consent poll.
+        for scope in held.streams:
+            scope.cancel()
         for inbox in held.waiting.values():
-            inbox.close()  # a call still streaming ends now, not after its answer timeout
+            inbox.close()
 
     def _held(self, session_id: str, principal: str) -> _Held | None:
         held = self.sessions.get(session_id)
@@ -163,16 +193,37 @@ class LegacyHttp:
             log.info("legacy session of %r dropped: too many open", principal)
             self._drop(oldest)
         if len(self.sessions) >= self.max_sessions:
+            self._make_room(principal)
+        if len(self.sessions) >= self.max_sessions:
             log.warning("legacy session table full (%d)", self.max_sessions)
             return _refuse(503, message.get("id"), "Too many sessions", SERVER_BUSY)
         session_id = self.id_source()
         context = RequestContext(principal=principal, transport="http")
-        session, response = legacy.initialize(self.server, context, message, session_id=session_id)
+        session, response = legacy.initialize(
+            self.server, context, message, session_id=session_id, limits=self.limits
+        )
         if session is None:
             return _respond(400, response)
         self.sessions[session_id] = _Held(session, principal, now)
         log.info("legacy %s session started for %r", session.version, principal)
         return _respond(200, response, [(SESSION_HEADER.encode(), session_id.encode())])
+
+    def _make_room(self, principal: str) -> None:
+        """The table is full: the principal holding the most sessions (more than `principal`
+        does) gives up its least recently used idle one, so many principals together cannot
+        lock another out."""
+        held_by = Counter(h.principal for h in self.sessions.values())
+        fullest, most = max(held_by.items(), key=lambda item: (item[1], item[0]))
+        if most <= held_by[principal]:
+            return  # `principal` holds as many as anyone: its own share is what it has
+        idle = sorted(
+            (h.last_seen, k)
+            for k, h in self.sessions.items()
+            if h.principal == fullest and h.calls == 0
+        )
+        if idle:
+            log.info("legacy session table full: a session of %r made room", fullest)
+            self._drop(idle[0][1])
 
     # -- inside a session ---------------------------------------------------------------------
 
@@ -194,8 +245,40 @@ class LegacyHttp:
             held.session.answer(message)
             return _respond(202)
         if message.get("method") == "tools/call":
+            busy = self._admit(held)
+            if busy is not None:
+                return _refuse(503, message["id"], busy, SERVER_BUSY)
             return self._call(held, held.session.call(message), fields)
-        return _respond(200, held.session.answer(message))
+        response = held.session.answer(message)
+        # An invalid request (a second `initialize`) is a 400, as on the modern path; other
+        # errors stay 200 here, because at 2025-11-25 a 404 means "session not found".
+        invalid = response is not None and response.get("error", {}).get("code") == INVALID_REQUEST
+        return _respond(400 if invalid else 200, response)
+
+    def _admit(self, held: _Held) -> str | None:
+        """Count a new call in, or say why it is refused (a bound on calls in progress)."""
+        limits = self.limits
+        if held.calls >= limits.calls_per_session:
+            log.warning("legacy call refused for %r: session at its bound", held.principal)
+            return (
+                f"Too many calls in progress in this session (at most "
+                f"{limits.calls_per_session}): answer or end them first"
+            )
+        if self.calls[held.principal] >= limits.calls_per_principal:
+            log.warning("legacy call refused for %r: principal at its bound", held.principal)
+            return (
+                f"Too many calls in progress for this principal (at most "
+                f"{limits.calls_per_principal}): answer or end them first"
+            )
+        held.calls += 1
+        self.calls[held.principal] += 1
+        return None
+
+    def _release(self, held: _Held) -> None:
+        held.calls -= 1
+        self.calls[held.principal] -= 1
+        if self.calls[held.principal] <= 0:
+            del self.calls[held.principal]
 
     async def _run(self, work: Callable[[], Step]) -> Step:
         # The modern handler may wait on a store: off the event loop, as for modern calls.
@@ -207,19 +290,25 @@ class LegacyHttp:
         sse = wants_event_stream(fields.get("accept"))
 
         async def respond(send: Send) -> None:
-            step = await self._run(call.start)
-            if step.result is not None and (not step.send or not sse):
-                # Progress notifications need a stream; without one they are dropped.
-                await _respond(200, step.result)(send)
-                return
-            if not sse:
-                # JSON alone cannot carry live requests (PROTOCOL.md, the legacy side).
-                refused = ProtocolError(
-                    INVALID_REQUEST, "This call needs input: accept text/event-stream"
-                )
-                await _respond(200, error_response(call.request_id, refused))(send)
-                return
-            await self._stream(held, call, step, send)
+            try:
+                step = await self._run(call.start)
+                if step.result is not None and (not step.send or not sse):
+                    # Progress notifications need a stream; without one they are dropped.
+                    await _respond(200, step.result)(send)
+                    return
+                if not sse:
+                    # JSON alone cannot carry live requests (PROTOCOL.md, the legacy side).
+                    refused = ProtocolError(
+                        INVALID_REQUEST, "This call needs input: accept text/event-stream"
+                    )
+                    await _respond(200, error_response(call.request_id, refused))(send)
+                    return
+                if held.ended:
+                    await _refuse(404, call.request_id, "Session not found")(send)
+                    return
+                await self._stream(held, call, step, send)
+            finally:
+                self._release(held)
 
         return respond
 
@@ -228,33 +317,43 @@ class LegacyHttp:
             MemoryObjectSendStream[dict[str, Any]], MemoryObjectReceiveStream[dict[str, Any]]
         ] = anyio.create_memory_object_stream[dict[str, Any]](16)
         inbox, outbox = answers
+        # DELETE cancels this scope: the call ends whatever it waits on.
+        scope = anyio.CancelScope()
+        held.streams.add(scope)
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
         try:
-            while True:
-                for message in step.send:
-                    if "id" in message:
-                        held.waiting[message["id"]] = inbox
-                    await send(
-                        {"type": "http.response.body", "body": event(message), "more_body": True}
-                    )
-                if step.result is not None:
-                    await send({"type": "http.response.body", "body": event(step.result)})
-                    return
-                if step.wait is not None:
-                    await anyio.sleep(step.wait)
-                    step = await self._run(call.poll)
-                    continue
-                answer: dict[str, Any] | None = None
-                # EndOfStream: the session was ended (DELETE) while this call waited.
-                with anyio.move_on_after(self.answer_seconds), suppress(anyio.EndOfStream):
-                    answer = await outbox.receive()
-                if answer is None:
-                    late = ProtocolError(SERVER_BUSY, "No answer from the client; the call ended")
-                    final = error_response(call.request_id, late)
-                    await send({"type": "http.response.body", "body": event(final)})
-                    return
-                step = await self._run(functools.partial(call.receive, answer))
+            with scope:
+                while True:
+                    for message in step.send:
+                        if "id" in message:
+                            held.waiting[message["id"]] = inbox
+                        await send(
+                            {
+                                "type": "http.response.body",
+                                "body": event(message),
+                                "more_body": True,
+                            }
+                        )
+                    if step.result is not None:
+                        await send({"type": "http.response.body", "body": event(step.result)})
+                        return
+                    if step.wait is not None:
+                        await anyio.sleep(step.wait)
+                        step = await self._run(call.poll)
+                        continue
+                    answer: dict[str, Any] | None = None
+                    # EndOfStream: the session was ended (DELETE) while this call waited.
+                    with anyio.move_on_after(self.answer_seconds), suppress(anyio.EndOfStream):
+                        answer = await outbox.receive()
+                    if answer is None:
+                        break
+                    step = await self._run(functools.partial(call.receive, answer))
+            reason = "The session ended" if held.ended else "No answer from the client"
+            late = ProtocolError(SERVER_BUSY, f"{reason}; the call ended")
+            final = error_response(call.request_id, late)
+            await send({"type": "http.response.body", "body": event(final)})
         finally:
+            held.streams.discard(scope)
             for request_id in list(call.outstanding):
                 held.waiting.pop(request_id, None)
             inbox.close()

@@ -9,6 +9,10 @@ With `legacy=True`, an `initialize` makes the connection a 2025-11-25 session (t
 is the session): later requests without 2026-07-28 `_meta` go through `labkit.legacy`, and a
 `tools/call` that needs input writes live server-to-client requests and reads the client's
 answers before its result. A request carrying 2026-07-28 `_meta` is always served statelessly.
+Calls are never nested: one loop reads every line and hands a client's answer to the call that
+asked, so several calls may wait on the client at once (at most `max_calls`; past that a new
+call is refused with -32001) and each completes. While a call polls for a URL consent, the
+loop pauses between polls and reads nothing else, as before.
 """
 
 from __future__ import annotations
@@ -20,8 +24,8 @@ from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from labkit import legacy as legacy_adapter
-from labkit.errors import INVALID_REQUEST, ProtocolError
-from labkit.legacy import LegacyCall, LegacySession, Step, is_response
+from labkit.errors import INVALID_REQUEST, SERVER_BUSY, ProtocolError
+from labkit.legacy import LegacyCall, LegacyLimits, LegacySession, Step, is_response
 from labkit.server import RequestContext, Server
 from labkit.transports.limits import DEFAULT_MAX_LINE_BYTES
 from labkit.wire import META_VERSION, decode, encode, error_response, parse_error_response
@@ -44,9 +48,15 @@ class StdioTransport:
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         legacy: bool = False,
         sleep: Callable[[float], None] = time.sleep,
+        limits: LegacyLimits | None = None,
     ) -> None:
         if max_line_bytes < 1:
             raise ValueError("max_line_bytes must be positive")
+        self.limits = limits if limits is not None else LegacyLimits()
+        # Legacy calls in progress on this connection (the connection is the session), and
+        # those of them that poll for a URL consent.
+        self._calls: list[LegacyCall] = []
+        self._polling: list[LegacyCall] = []
         self.server = server
         self.context = RequestContext(principal=principal, transport="stdio")
         self.max_line_bytes = max_line_bytes
@@ -71,23 +81,71 @@ class StdioTransport:
         """Answer lines until EOF, a closed output, or `stop`."""
         try:
             while not self._stop:
+                if self._polling:
+                    if not self._poll(stdout):
+                        log.info("stdout closed; stopping")
+                        return
+                    continue
                 line = self._read_line(stdin)
                 if line is None:
                     log.info("stop requested" if self._stop else "stdin closed; stopping")
                     return
-                if not self._process(line, stdin, stdout):
+                if not self._process(line, stdout):
                     log.info("stdout closed; stopping")
                     return
         except _Stopped:
             log.info("stop requested; stopping")
 
-    def _process(self, line: bytes, stdin: BinaryIO, stdout: BinaryIO) -> bool:
-        """Answer one line; False when the output (or, mid-call, the input) is gone."""
+    def _process(self, line: bytes, stdout: BinaryIO) -> bool:
+        """Answer one line; False when the output is gone."""
+        owner, answer = self._owner(line)
+        if owner is not None:
+            return self._carry(owner, owner.receive(answer), stdout)
         call = self._legacy_call(line)
         if call is not None:
-            return self._drive(call, stdin, stdout)
+            if len(self._calls) >= self.limits.calls_per_session:
+                busy = ProtocolError(
+                    SERVER_BUSY,
+                    f"Too many calls in progress on this connection (at most "
+                    f"{self.limits.calls_per_session}): answer the pending requests first",
+                )
+                return _write(stdout, encode(error_response(call.request_id, busy)) + b"\n")
+            self._calls.append(call)
+            return self._carry(call, call.start(), stdout)
         response = self.answer(line)
         return response is None or _write(stdout, response)
+
+    def _owner(self, line: bytes) -> tuple[LegacyCall | None, Any]:
+        """The call in progress that a client's answer belongs to, with the answer."""
+        if not self._calls or len(line) > self.max_line_bytes:
+            return None, None
+        answer: Any = None
+        with contextlib.suppress(ProtocolError):
+            answer = decode(line)
+        if not is_response(answer):
+            return None, None
+        for call in self._calls:
+            if call.owns(answer["id"]):
+                return call, answer
+        return None, None
+
+    def _carry(self, call: LegacyCall, step: Step, stdout: BinaryIO) -> bool:
+        """Write what `step` sends; then the call is over, polls, or waits for answers."""
+        for message in step.send:
+            if not _write(stdout, encode(message) + b"\n"):
+                return False
+        if step.result is not None:
+            self._calls.remove(call)
+            return _write(stdout, encode(step.result) + b"\n")
+        if step.wait is not None and call not in self._polling:
+            self._polling.append(call)
+        return True
+
+    def _poll(self, stdout: BinaryIO) -> bool:
+        """Pause once, then ask the handler again for every call polling for a consent."""
+        self._sleep(legacy_adapter.POLL_SECONDS)
+        polling, self._polling = self._polling, []
+        return all(self._carry(call, call.poll(), stdout) for call in polling)
 
     def _legacy_call(self, line: bytes) -> LegacyCall | None:
         """A legacy `tools/call` needs the streams (it talks to the client before its result)."""
@@ -104,34 +162,6 @@ class StdioTransport:
         ):
             return self.session.call(message)
         return None
-
-    def _drive(self, call: LegacyCall, stdin: BinaryIO, stdout: BinaryIO) -> bool:
-        step = call.start()
-        while True:
-            for message in step.send:
-                if not _write(stdout, encode(message) + b"\n"):
-                    return False
-            if step.result is not None:
-                return _write(stdout, encode(step.result) + b"\n")
-            if self._stop:
-                return False
-            if step.wait is not None:
-                self._sleep(step.wait)
-                step = call.poll()
-                continue
-            line = self._read_line(stdin)
-            if line is None:
-                return False
-            answer: Any = None
-            with contextlib.suppress(ProtocolError):
-                answer = decode(line) if len(line) <= self.max_line_bytes else None
-            if is_response(answer) and call.owns(answer["id"]):
-                step = call.receive(answer)
-                continue
-            # Anything else meanwhile (a ping, another request) is answered in turn.
-            if not self._process(line, stdin, stdout):
-                return False
-            step = Step([])
 
     def answer(self, line: bytes) -> bytes | None:
         """The output line (with its newline) for one input line, or None for no output."""
@@ -159,7 +189,9 @@ class StdioTransport:
             log.debug("an answer for no pending request was dropped")
             return None
         if self.session is None:  # `_legacy_era` let only an initialize through
-            self.session, response = legacy_adapter.initialize(self.server, self.context, message)
+            self.session, response = legacy_adapter.initialize(
+                self.server, self.context, message, limits=self.limits
+            )
             if self.session is not None:
                 log.info("legacy %s session started on stdio", self.session.version)
             return response
