@@ -117,22 +117,17 @@ def labkit_replies() -> dict[str, bytes]:
 def labkit_answer(server: Any) -> Callable[[bytes], bytes]:
     """What labkit's stdio transport does with one line, without the pipe."""
     from labkit.server import RequestContext
-    from labkit.wire import decode, encode
+    from labkit.wire import decode
 
     context = RequestContext(principal="alice", transport="stdio")
-    handle_encoded = getattr(server, "handle_encoded", None)
-    if handle_encoded is not None:
 
-        def answer(raw: bytes) -> bytes:
-            encoded: bytes = handle_encoded(decode(raw), context)
-            return encoded
+    def answer(raw: bytes) -> bytes:
+        encoded = server.handle_encoded(decode(raw), context)
+        assert encoded is not None
+        body: bytes = encoded.body
+        return body
 
-        return answer
-
-    def answer_dicts(raw: bytes) -> bytes:
-        return encode(server.handle(decode(raw), context))
-
-    return answer_dicts
+    return answer
 
 
 # -- HTTP --------------------------------------------------------------------------------------

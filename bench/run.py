@@ -3,7 +3,8 @@
     .venv/bin/python bench/run.py [--skip-http] [--skip-stores]
 
 Starts with `bench_floor` (labkit against its floors and the SDK, per server CPU-second, over
-HTTP, stdio and in process: the table of bench/README.md), then runs `bench_inprocess` (labkit's core against the SDK 2.3.0 low-level server, in-process),
+HTTP, stdio and in process: the table of bench/README.md), then runs `bench_inprocess`
+(labkit's core against the SDK 2.3.0 low-level server, in-process),
 `bench_http` (the same over Streamable HTTP on loopback, driven by wrk, which is installed
 with apt-get when missing and running as root) and `bench_stores` (store throughput) when that
 module is present. Goals: in-process at least 10x the SDK, HTTP at least 3x per server
