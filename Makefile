@@ -57,7 +57,14 @@ notebooks: $(STAMP)
 
 test: lint unit notebooks conformance
 
-bench: $(STAMP)
+# The HTTP bench's load generator: Debian's wrk, installed like Chromium above.
+WRK := /usr/bin/wrk
+
+$(WRK):
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -q
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q wrk
+
+bench: $(STAMP) $(WRK)
 	$(BIN)/python bench/run.py
 
 lab: $(STAMP)

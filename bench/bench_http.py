@@ -96,11 +96,23 @@ class Run:
         return self.figures["deleted"]
 
 
-def run_wrk(wrk: str, url: str, mode: str, seconds: float, server_pid: int) -> Run:
+def run_wrk(
+    wrk: str,
+    url: str,
+    mode: str,
+    seconds: float,
+    server_pid: int,
+    *,
+    connections: int = CONNECTIONS,
+    pin: list[str] | None = None,
+) -> Run:
+    """One wrk run (`pin`: a command prefix such as `taskset -c 0`). Fails unless every reply
+    was the expected one (mcp.lua checks each)."""
     command = [
+        *(pin or []),
         wrk,
         f"-t{THREADS}",
-        f"-c{CONNECTIONS}",
+        f"-c{connections}",
         f"-d{seconds}s",
         "--timeout",
         "10s",

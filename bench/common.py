@@ -139,3 +139,10 @@ def rate(value: float) -> str:
 
 def ratio(mine: float, theirs: float) -> str:
     return f"{mine / theirs:.1f}x" if theirs > 0 else "n/a"
+
+
+def flow_cancel(request_id: int, state: str, title: str = DEMO_TITLE) -> dict[str, Any]:
+    """The flow's second round: the retry of `delete_round1` that cancels (deletes nothing)."""
+    return messages.retry(
+        delete_round1(request_id, title), request_id, {INPUT_KEY: {"action": "cancel"}}, state
+    )

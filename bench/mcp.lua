@@ -2,6 +2,7 @@
 --
 --   wrk -t1 -c8 -d3s -s bench/mcp.lua http://127.0.0.1:PORT/mcp -- list
 --   wrk -t1 -c8 -d3s -s bench/mcp.lua http://127.0.0.1:PORT/mcp -- delete
+--   wrk -t1 -c8 -d3s -s bench/mcp.lua http://127.0.0.1:PORT/mcp -- flow
 --
 -- list:   every request is the same tools/list POST.
 -- delete: the full two-round notes_delete flow. A round one searches for the title of exactly
@@ -10,6 +11,11 @@
 --         with the byte-exact requestState. The note stays reserved until the retry's answer
 --         arrives, so two flows never race for one note and every retry is a real deletion
 --         (the servers' bench stores re-create a deleted note under a new identity).
+-- flow:   round one of notes_delete for the demo title "tps" (input_required with a form and a
+--         requestState), then the cancel retry with the byte-exact requestState (deletes
+--         nothing; answers status "cancelled"). Retries go out before new round ones.
+-- Every reply is checked: a status other than 200 or a body without what its request must
+-- answer counts as unexpected, and bench_http.py fails the run when any is.
 -- done() prints one "key value" line per figure for bench_http.py to read.
 
 local threads = {}
@@ -29,7 +35,7 @@ local META = '"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",'
 local mode, path, list_request
 local free, pending = {}, {}
 local next_id = 0
-deleted, unexpected, rounds = 0, 0, 0
+deleted, unexpected, rounds, cancelled = 0, 0, 0, 0
 
 local function headers(method, name)
    local h = {
@@ -76,9 +82,45 @@ function init(args)
    end
 end
 
+local function flow_body(extra)
+   next_id = next_id + 1
+   return '{"jsonrpc":"2.0","id":' .. next_id .. ',"method":"tools/call","params":{' .. META
+      .. ',"name":"notes_delete","arguments":{"workspaceUri":"file:///work/notes","title":"tps"}'
+      .. (extra or "") .. '}}'
+end
+
+local function flow_request()
+   local state = table.remove(pending, 1)
+   if state then
+      local answer = ',"requestState":"' .. state
+         .. '","inputResponses":{"delete_choice":{"action":"cancel"}}'
+      return wrk.format("POST", path, CALL_HEADERS, flow_body(answer))
+   end
+   return wrk.format("POST", path, CALL_HEADERS, flow_body())
+end
+
+local function flow_response(status, body)
+   if status == 200 and string.find(body, '"input_required"', 1, true) then
+      local state = string.match(body, '"requestState"%s*:%s*"([^"]+)"')
+      if state then
+         rounds = rounds + 1
+         table.insert(pending, state)
+         return
+      end
+   elseif status == 200 and string.find(body, '"status"%s*:%s*"cancelled"') then
+      cancelled = cancelled + 1
+      return
+   end
+   unexpected = unexpected + 1
+   io.stderr:write("unexpected answer: " .. status .. " " .. string.sub(body, 1, 300) .. "\n")
+end
+
 function request()
    if mode == "list" then
       return list_request
+   end
+   if mode == "flow" then
+      return flow_request()
    end
    local retry = table.remove(pending, 1)
    if retry then
@@ -97,10 +139,14 @@ end
 
 function response(status, hdrs, body)
    if mode == "list" then
-      if status ~= 200 or not string.find(body, '"notes_delete"', 1, true) then
+      if status ~= 200 or not string.find(body, '"notes_delete"', 1, true)
+         or not string.find(body, '"ttlMs"', 1, true) then
          unexpected = unexpected + 1
       end
       return
+   end
+   if mode == "flow" then
+      return flow_response(status, body)
    end
    if string.find(body, '"input_required"', 1, true) then
       local state = string.match(body, '"requestState"%s*:%s*"([^"]+)"')
@@ -125,8 +171,9 @@ function response(status, hdrs, body)
 end
 
 function done(summary, latency, requests)
-   local total_deleted, total_unexpected, total_rounds = 0, 0, 0
+   local total_deleted, total_unexpected, total_rounds, total_cancelled = 0, 0, 0, 0
    for _, thread in ipairs(threads) do
+      total_cancelled = total_cancelled + thread:get("cancelled")
       total_deleted = total_deleted + thread:get("deleted")
       total_unexpected = total_unexpected + thread:get("unexpected")
       total_rounds = total_rounds + thread:get("rounds")
@@ -140,5 +187,6 @@ function done(summary, latency, requests)
    io.write(string.format("p99_us %d\n", latency:percentile(99)))
    io.write(string.format("deleted %d\n", total_deleted))
    io.write(string.format("first_rounds %d\n", total_rounds))
+   io.write(string.format("cancelled %d\n", total_cancelled))
    io.write(string.format("unexpected %d\n", total_unexpected))
 end

@@ -16,7 +16,9 @@ answer validated against the form that was asked, a single-use nonce, and the li
 re-checked before the compare-and-delete. The application collaborators are labkit's own
 (memory stores, allowlist, form validation) so the benchmark compares the servers.
 
-Run it under uvicorn for the HTTP bench: `python bench/sdk_notes_server.py --port 8766`.
+Run it under uvicorn for the HTTP bench: `python bench/sdk_notes_server.py --port 8766`; over
+stdio (the SDK's `stdio_server` and `Server.run`, as alice): `python bench/sdk_notes_server.py
+--stdio`.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import os
 import time
 from typing import Any
 
+import anyio
 import mcp_types as types
 import uvicorn
 from common import bench_authorizer, bench_notes, bench_replay
@@ -352,14 +355,34 @@ def build_http_app(server: Server[Any]) -> Starlette:
     )
 
 
+async def serve_stdio(server: Server[Any]) -> None:
+    """The SDK's stdio transport. stdio has no bearer token: the process acts for alice, as
+    labkit's stdio transport does, through the same context the SDK's bearer middleware sets."""
+    from mcp.server.auth.middleware.auth_context import auth_context_var
+    from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+    from mcp.server.stdio import stdio_server
+
+    auth_context_var.set(
+        AuthenticatedUser(AccessToken(token="stdio", client_id="alice", scopes=[]))
+    )
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="the SDK notes_delete server over HTTP")
-    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--port", type=int)
     parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--stdio", action="store_true", help="serve stdio as alice instead")
     args = parser.parse_args(argv)
     server = build_server(
         notes=bench_notes(per_thread=True), replay=bench_replay(), authorizer=bench_authorizer()
     )
+    if args.stdio:
+        anyio.run(serve_stdio, server)
+        return
+    if args.port is None:
+        parser.error("--port is required for HTTP")
     # The uvicorn settings `labkit serve` uses, so the servers differ only in their apps.
     config = uvicorn.Config(
         build_http_app(server),

@@ -9,12 +9,12 @@ injected. Every state failure answers one fixed -32602 message; the reason goes 
 from __future__ import annotations
 
 import functools
-import json
 import logging
-import marshal
 import secrets
 from collections.abc import Callable
 from typing import Any, Final, NamedTuple, NoReturn
+
+import orjson
 
 from labkit import forms
 from labkit.errors import INVALID_PARAMS, MISSING_CAPABILITY, SERVER_BUSY, ProtocolError
@@ -74,7 +74,9 @@ def store_error(exc: StoreError) -> ProtocolError:
 
 OUTSIDE_ERROR: Final = "workspaceUri is not a workspace this principal may use"
 
-_DESCRIPTOR: Final = json.dumps(
+# Encoded once: the server builds its `tools/list` from it once per deployment, and each
+# `descriptor()` call is a fresh parse, so no caller can change what another one sees.
+_DESCRIPTOR: Final = orjson.dumps(
     {
         "name": NAME,
         "title": "Delete a note",
@@ -131,9 +133,6 @@ _DESCRIPTOR: Final = json.dumps(
         },
     }
 )
-# `descriptor()` hands out a fresh copy on every tools/list: unmarshalling the frozen value
-# costs half of parsing the JSON text, and tools/list is mostly that copy.
-_DESCRIPTOR_FROZEN: Final = marshal.dumps(json.loads(_DESCRIPTOR))
 
 
 def has_form_elicitation(capabilities: dict[str, Any]) -> bool:
@@ -213,7 +212,7 @@ class NotesDelete:
         self.max_candidates = max_candidates
 
     def descriptor(self) -> dict[str, Any]:
-        result: dict[str, Any] = marshal.loads(_DESCRIPTOR_FROZEN)
+        result: dict[str, Any] = orjson.loads(_DESCRIPTOR)
         return result
 
     # -- one entry point for both rounds -----------------------------------------------------

@@ -14,12 +14,13 @@ injected. Must not import a transport.
 
 from __future__ import annotations
 
-import json
 import logging
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, NoReturn, Protocol
+
+import orjson
 
 from labkit.errors import INTERNAL_ERROR, INVALID_PARAMS, SERVER_BUSY, ProtocolError
 from labkit.notes_delete import (
@@ -43,7 +44,8 @@ PHASE: Final = "connect-report"
 MAX_EXPORTED: Final = 1000
 _ACTIONS: Final = ("accept", "decline", "cancel")
 
-_DESCRIPTOR: Final = json.dumps(
+# Encoded once (see `notes_delete`): each `descriptor()` call is a fresh parse.
+_DESCRIPTOR: Final = orjson.dumps(
     {
         "name": NAME,
         "title": "Export notes to the report service",
@@ -141,7 +143,7 @@ class NotesExport:
         self.nonce_source = nonce_source
 
     def descriptor(self) -> dict[str, Any]:
-        result: dict[str, Any] = json.loads(_DESCRIPTOR)
+        result: dict[str, Any] = orjson.loads(_DESCRIPTOR)
         return result
 
     def call(self, request: Request, arguments: dict[str, Any]) -> dict[str, Any]:

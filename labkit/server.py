@@ -11,16 +11,23 @@ Must not import a transport, a widget toolkit or anything that does I/O: transpo
 `Server.handle` and own their sockets and pipes. A handler that reports progress hands the
 notification to `RequestContext.emit`; the transport decides whether it travels (an SSE event
 before the response) or is dropped.
+
+`server/discover` and `tools/list` answer the same for every valid request of a deployment
+(their `ttlMs` says so): their results are built and encoded once, on first use. `handle_encoded`
+writes those bytes as they are (the transports use it); `handle` hands each caller a fresh copy,
+so a caller that changes its result never changes what the next caller gets.
 """
 
 from __future__ import annotations
 
-import json
+import copy
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple, Protocol
+
+import orjson
 
 from labkit._version import __version__
 from labkit.errors import (
@@ -36,6 +43,7 @@ from labkit.wire import (
     META_VERSION,
     PROTOCOL_VERSION,
     RequestId,
+    encode,
     envelope_error,
     error_response,
     is_request_id,
@@ -48,6 +56,9 @@ DEFAULT_LIST_TTL_MS = 60_000
 MRTR_METHODS: Final = frozenset({"tools/call", "prompts/get", "resources/read"})
 # At most this many completion values per answer (the schema's `values` limit).
 MAX_COMPLETION_VALUES: Final = 100
+# Methods whose complete result is the same for every valid request of a deployment: built and
+# encoded once (when the server's own handler answers them).
+CACHED_METHODS: Final = frozenset({"server/discover", "tools/list"})
 
 Notify = Callable[[dict[str, Any]], None]
 
@@ -85,11 +96,27 @@ class Request(NamedTuple):
     meta: dict[str, Any]
 
 
+class Encoded(NamedTuple):
+    """One response as the bytes a transport writes, and its JSON-RPC error code (None for a
+    result): what an HTTP transport needs for its status."""
+
+    body: bytes
+    error_code: int | None
+
+
+class _Cached(NamedTuple):
+    """A response whose result is one of the encoded-once results."""
+
+    id: RequestId
+    result: bytes
+
+
 class Tool(Protocol):
     name: str
 
     def descriptor(self) -> dict[str, Any]:
-        """A fresh descriptor each call: callers may mutate what they get."""
+        """A fresh descriptor each call: callers may mutate what they get. The server asks once
+        per deployment (its `tools/list` is built once)."""
         ...
 
     def call(self, request: Request, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -198,8 +225,15 @@ class Server:
             self.methods["completion/complete"] = self.complete
         self.capabilities.update(extra_capabilities or {})
         self.methods.update(extra_methods or {})
+        own = {"server/discover": Server.discover, "tools/list": Server.list_tools}
+        self._cacheable = frozenset(
+            method
+            for method in CACHED_METHODS
+            if getattr(self.methods.get(method), "__func__", None) is own[method]
+        )
+        self._encoded: dict[str, bytes] = {}
 
-    # -- the one error boundary ------------------------------------------------------------
+    # -- the entry points -----------------------------------------------------------------
 
     def handle(self, message: Any, context: RequestContext) -> dict[str, Any] | None:
         """Answer one parsed JSON-RPC message.
@@ -207,8 +241,30 @@ class Server:
         Returns None for a notification (a well-formed object without an `id`), which is never
         dispatched: it cannot delete anything (LESSON.md section 13). An id-less object that is
         not well formed is an invalid request and gets -32600 with `id: null`. Transports
-        only frame what this returns.
+        only frame what this returns. Every response is the caller's own: changing it changes
+        nothing the server keeps.
         """
+        answer = self._answer(message, context)
+        if isinstance(answer, _Cached):
+            # A fresh parse of the encoded-once result: the caller may change it freely.
+            return {"jsonrpc": "2.0", "id": answer.id, "result": orjson.loads(answer.result)}
+        return answer
+
+    def handle_encoded(self, message: Any, context: RequestContext) -> Encoded | None:
+        """`handle`, with the response as the bytes `labkit.wire.encode` gives for it (None for
+        a notification). A cached listing's result goes out as encoded once, unparsed."""
+        answer = self._answer(message, context)
+        if answer is None:
+            return None
+        if isinstance(answer, _Cached):
+            head = b'{"jsonrpc":"2.0","id":' + encode(answer.id) + b',"result":'
+            return Encoded(head + answer.result + b"}", None)
+        error = answer.get("error")
+        return Encoded(encode(answer), error["code"] if error else None)
+
+    # -- the one error boundary ------------------------------------------------------------
+
+    def _answer(self, message: Any, context: RequestContext) -> dict[str, Any] | _Cached | None:
         if isinstance(message, dict) and "id" not in message:
             invalid = envelope_error(message)
             if invalid is not None:
@@ -219,18 +275,41 @@ class Server:
         request_id = raw_id if is_request_id(raw_id) else None
         try:
             request = self._validate(message, request_id, context)
-            result = self.methods[request.method](request)
-            self._finish(request.method, result)
-            # A copy: a caller mutating a result must never change the server's identity.
-            server_info = {META_SERVER_INFO: self.server_info.copy()}
-            meta = result.get("_meta")
-            result["_meta"] = {**meta, **server_info} if meta else server_info
-            return {"jsonrpc": "2.0", "id": request_id, "result": result}
+            assert request_id is not None  # _validate refused anything else
+            if request.method in self._cacheable:
+                encoded = self._encoded.get(request.method)
+                if encoded is None:
+                    result = self._result(request)
+                    encoded = self._encode_once(request.method, result)
+                    if encoded is None:
+                        return {"jsonrpc": "2.0", "id": request_id, "result": result}
+                return _Cached(request_id, encoded)
+            return {"jsonrpc": "2.0", "id": request_id, "result": self._result(request)}
         except ProtocolError as error:
             return error_response(request_id, error)
         except Exception:
             log.exception("internal error answering request %r", request_id)
             return error_response(request_id, ProtocolError(INTERNAL_ERROR, "Internal error"))
+
+    def _result(self, request: Request) -> dict[str, Any]:
+        result = self.methods[request.method](request)
+        self._finish(request.method, result)
+        # A copy: a caller mutating a result must never change the server's identity.
+        server_info = {META_SERVER_INFO: self.server_info.copy()}
+        meta = result.get("_meta")
+        result["_meta"] = {**meta, **server_info} if meta else server_info
+        return result
+
+    def _encode_once(self, method: str, result: dict[str, Any]) -> bytes | None:
+        """Encode a cacheable method's result and keep it for the deployment. A result orjson
+        cannot encode (an integer past 64 bits in a descriptor) is built afresh every time."""
+        try:
+            encoded = orjson.dumps(result)
+        except TypeError:
+            self._cacheable = self._cacheable - {method}
+            return None
+        self._encoded[method] = encoded
+        return encoded
 
     def _validate(
         self, message: Any, request_id: RequestId | None, context: RequestContext
@@ -281,7 +360,7 @@ class Server:
         result: dict[str, Any] = {
             "resultType": "complete",
             "supportedVersions": list(self.supported_versions),
-            "capabilities": json.loads(json.dumps(self.capabilities)),
+            "capabilities": copy.deepcopy(self.capabilities),
             "ttlMs": self.list_ttl_ms,
             "cacheScope": "public",
         }

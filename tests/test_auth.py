@@ -47,6 +47,15 @@ def test_hash_token_is_the_hex_sha256_written_in_config_files() -> None:
         ("Bearer abc\x00", None),
         ("Token abc", None),
         ("Bearer " + "a" * (MAX_TOKEN_CHARS + 20), None),
+        # At the length limit, and one past it, in the common `Bearer <token>` shape.
+        ("Bearer " + "a" * MAX_TOKEN_CHARS, "a" * MAX_TOKEN_CHARS),
+        ("Bearer " + "a" * (MAX_TOKEN_CHARS + 1), None),
+        ("Bearer " + "a" * MAX_TOKEN_CHARS + "  ", "a" * MAX_TOKEN_CHARS),
+        ("Bearer abc\n", "abc"),
+        ("Bearer\tabc", None),
+        ("Bearer abc==x", None),
+        ("Bearer =", None),
+        ("\x85Bearer abc\xa0", "abc"),
     ],
 )
 def test_bearer_token_accepts_only_rfc6750_bearer_credentials(

@@ -657,3 +657,118 @@ def test_lone_surrogates_from_the_peer_survive_the_round_trip(lab: Lab) -> None:
     encoded.decode("utf-8")  # valid UTF-8 on the wire
     assert wire.decode(encoded) == response
     assert wire.encode({"text": "é"}) == '{"text":"é"}'.encode()  # plain text stays UTF-8
+
+
+# -- listings built and encoded once -------------------------------------------------------------
+
+
+class _CountingTool(_FakeTool):
+    """Counts how often the server asks for its descriptor."""
+
+    def __init__(self, name: str, extra: dict[str, Any] | None = None) -> None:
+        super().__init__(name)
+        self.asked = 0
+        self.extra = extra or {}
+
+    def descriptor(self) -> dict[str, Any]:
+        self.asked += 1
+        return {**super().descriptor(), **self.extra}
+
+
+def _encoded(server: Server, message: Any) -> Any:
+    return server.handle_encoded(message, RequestContext(principal="alice"))
+
+
+def test_tools_list_and_discover_are_built_once_per_deployment() -> None:
+    tool = _CountingTool("counted")
+    server = Server([tool])
+    for request_id in range(1, 6):
+        assert [t["name"] for t in list_tools(server, request_id)["tools"]] == ["counted"]
+        encoded = _encoded(server, request(request_id, "tools/list"))
+        assert wire.decode(encoded.body)["result"]["tools"][0]["name"] == "counted"
+    assert tool.asked == 1
+    other = Server([tool])  # another deployment builds its own
+    list_tools(other)
+    assert tool.asked == 2
+
+
+@pytest.mark.parametrize("method", ["tools/list", "server/discover"])
+def test_a_caller_changing_a_listing_changes_neither_bytes_nor_later_copies(
+    lab: Lab, method: str
+) -> None:
+    before = _encoded(lab.server, request(1, method)).body
+    first = send(lab.server, request(1, method))
+    assert first is not None
+    pristine = copy.deepcopy(first)
+    result = first["result"]
+    result["ttlMs"] = -1
+    result["_meta"][SERVER_INFO_KEY]["name"] = "changed"
+    for value in result.values():
+        if isinstance(value, list):
+            value.clear()
+        elif isinstance(value, dict):
+            value["injected"] = True
+    for tool in result.get("tools", ()):
+        tool["inputSchema"]["required"].clear()
+    assert send(lab.server, request(1, method)) == pristine
+    assert _encoded(lab.server, request(1, method)).body == before
+
+
+@pytest.mark.parametrize("key", ["list", "discover", "form", "done", "refused"])
+@pytest.mark.parametrize("request_id", [7, "seven", 0, -(2**63), 2**64 - 1])
+def test_encoded_answers_are_the_bytes_of_the_object_answers(
+    lab: Lab, key: str, request_id: Any
+) -> None:
+    """`handle_encoded` and `encode(handle(...))` agree byte for byte, errors included, and the
+    error code comes along for the HTTP status."""
+    message = {**MESSAGES[key], "id": request_id}
+    expected = send(lab.server, message)
+    assert expected is not None
+    encoded = _encoded(lab.server, message)
+    if key in ("form", "done"):  # a fresh state and nonce each call: compare the shape
+        got = wire.decode(encoded.body)
+        assert got["id"] == request_id and got["result"].keys() == expected["result"].keys()
+    else:
+        assert encoded.body == wire.encode(expected)
+    error = expected.get("error")
+    assert encoded.error_code == (error["code"] if error else None)
+
+
+@pytest.mark.parametrize("request_id", [2**70, "\ud800"])
+def test_an_id_orjson_cannot_write_still_gets_its_listing(lab: Lab, request_id: Any) -> None:
+    encoded = _encoded(lab.server, request(request_id, "tools/list"))
+    answer = wire.decode(encoded.body)
+    assert answer["id"] == request_id
+    assert answer["result"] == list_tools(lab.server)
+
+
+def test_notifications_and_invalid_requests_in_encoded_form(lab: Lab) -> None:
+    assert _encoded(lab.server, {"jsonrpc": "2.0", "method": "tools/list"}) is None
+    invalid = _encoded(lab.server, {"jsonrpc": "2.0", "id": 1, "method": 5})
+    assert invalid.error_code == -32600
+    assert wire.decode(invalid.body)["error"]["code"] == -32600
+    unversioned = _encoded(lab.server, request(1, "tools/list", version="1999-01-01"))
+    assert unversioned.error_code == -32022
+
+
+def test_a_listing_replaced_by_an_extra_method_is_answered_every_time() -> None:
+    calls: list[int] = []
+
+    def listing(req: Request) -> dict[str, Any]:
+        calls.append(1)
+        return {"resultType": "complete", "tools": [_FakeTool(f"t{len(calls)}").descriptor()]}
+
+    server = Server([], extra_methods={"tools/list": listing})
+    assert list_tools(server, 1)["tools"][0]["name"] == "t1"
+    answer = wire.decode(_encoded(server, request(2, "tools/list")).body)
+    assert answer["result"]["tools"][0]["name"] == "t2"
+
+
+def test_a_descriptor_orjson_cannot_encode_is_answered_afresh() -> None:
+    tool = _CountingTool("huge", {"x-limit": 2**70})
+    server = Server([tool])
+    for request_id in (1, 2):
+        answer = wire.decode(_encoded(server, request(request_id, "tools/list")).body)
+        assert answer["result"]["tools"][0]["x-limit"] == 2**70
+    assert list_tools(server, 3)["tools"][0]["x-limit"] == 2**70
+    assert tool.asked == 3

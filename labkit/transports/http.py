@@ -31,6 +31,7 @@ from typing import Any, Final
 
 import anyio
 import anyio.to_thread
+from orjson import Fragment
 from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
@@ -161,7 +162,13 @@ class McpEndpoint:
         context = RequestContext(
             principal=principal, transport="http", notify=notes.append if streams else None
         )
-        return _plain(self.server.handle(message, context), notes)
+        encoded = self.server.handle_encoded(message, context)  # a listing: bytes made once
+        if encoded is None:  # a notification, accepted and dropped by the core
+            return 202, None
+        if notes:  # the status line goes out before the stream: 200, whatever the response
+            return 200, _EventStream(b"".join(map(event, [*notes, Fragment(encoded.body)])))
+        status = 200 if encoded.error_code is None else http_status(encoded.error_code)
+        return status, encoded.body
 
     async def _handle_live(
         self, message: Any, principal: str, deadline: float, raw_id: Any

@@ -181,8 +181,8 @@ class StdioTransport:
             response = self._answer_legacy(message)
             return None if response is None else encode(response) + b"\n"
         # The core tells a notification (None: no output) from an invalid id-less object.
-        response = self.server.handle(message, self.context)
-        return None if response is None else encode(response) + b"\n"
+        encoded = self.server.handle_encoded(message, self.context)
+        return None if encoded is None else encoded.body + b"\n"
 
     def _answer_legacy(self, message: dict[str, Any]) -> dict[str, Any] | None:
         if is_response(message):
