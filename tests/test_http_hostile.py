@@ -29,6 +29,7 @@ from typing import IO, Any
 import httpx
 import pytest
 from helpers import build_lab, call_message, request
+from test_http import Stalling
 from test_http_limits import (
     WAIT,
     closed_by_server,
@@ -42,6 +43,7 @@ from test_http_limits import (
 
 from labkit.auth import demo_authenticator, hash_token
 from labkit.config import HttpSettings
+from labkit.server import Server
 from labkit.transports.connections import ConnectionLimits
 from labkit.transports.http import create_app
 
@@ -570,3 +572,32 @@ def test_the_readme_table_check_sees_a_wrong_default() -> None:
 @pytest.mark.parametrize("key", sorted(NOT_LIMITS))
 def test_the_keys_that_are_not_limits_exist(key: str) -> None:
     assert key in HttpSettings.model_fields
+
+
+# -- the connection cap: a stalled body makes room, a request whose body arrived never does -----
+
+
+def test_at_the_cap_the_stalest_body_makes_room_and_a_request_in_progress_is_kept() -> None:
+    stalling = Stalling()
+    app = create_app(Server([stalling]), demo_authenticator())
+    limits = ConnectionLimits(head_timeout_seconds=WAIT * 2, max_connections=3)
+    try:
+        with serving(limits, app) as address, ExitStack() as stack:
+            working = stack.enter_context(connect(address))
+            body = json.dumps(call_message(1, "stall", {})).encode()
+            working.sendall(head(address[1], body, method="tools/call", name="stall") + body)
+            assert stalling.entered.wait(WAIT)
+            stalled = []
+            for _ in range(2):
+                sock = stack.enter_context(connect(address))
+                sock.sendall(head(address[1], b"x" * 100) + b"x" * 10)
+                stalled.append(sock)
+                select.select([], [], [], 0.2)  # the first is the stalest
+            with httpx.Client(timeout=WAIT) as http:
+                assert post_discover(http, address).status_code == 200
+            assert closed_by_server(stalled[0]), "the stalest body was not closed"
+            stalling.release.set()
+            status, answer = read_response(working)
+            assert status == 200 and json.loads(answer)["id"] == 1
+    finally:
+        stalling.release.set()

@@ -86,10 +86,11 @@ class _Admission:
         # Make room by closing the connection that has waited longest without a complete
         # head (an attacker's idle sockets go first), then the one whose body has stalled
         # longest (a client that declared a body and stopped sending it): a request whose
-        # body has arrived is never cut.
+        # body has arrived is never cut, nor one that we stopped reading (a pipelined request
+        # behind another, or a body the endpoint has not yet taken).
         victim = next((p for p in self.waiting if p is not new and not p.busy()), None)
         if victim is None:
-            victim = next(iter(self.receiving), new)
+            victim = next((p for p in self.receiving if not p.flow.read_paused), new)
         self.forget(victim)
         victim.transport.close()
         self.evicted += 1
