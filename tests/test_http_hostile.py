@@ -4,8 +4,9 @@ connection layer, a refused body whose client is still sending, the listening ad
 allowed Origin, and the README's table of HTTP limits.
 
 Every client is bounded (sockets, bytes, `WAIT` seconds); descriptors are counted in
-/proc/PID/fd and memory read from /proc/PID/status of the server process. "Served within 1 s"
-is the liveness bound a locked-out client would fail, not a speed measurement.
+/proc/PID/fd and memory read from /proc/PID/status of the server process. "Served in time"
+(`SERVED_WITHIN`, 2 s under load) is the liveness bound a locked-out client would fail, not a
+speed measurement.
 """
 
 from __future__ import annotations
@@ -49,7 +50,10 @@ from labkit.transports.http import create_app
 
 MALLORY_TOKEN = "mallory-token"
 BOB_TOKEN = "bob-token"
-SERVED_WITHIN = 1.0  # another principal's request, throughout an attack
+# Another principal's request, throughout an attack. Unloaded it is answered in well under
+# 1 s; the bound allows for a machine shared by many test runs, and stays below the body
+# deadlines below (4 s and 6 s), which is how long a locked-out client would wait.
+SERVED_WITHIN = 2.0
 ATTACKERS = 300
 DECLARED = 4000
 SENT = b"form_token="  # 11 bytes of the 4,000 declared
@@ -211,40 +215,68 @@ def slow_consent_post(address: tuple[str, int], path: str) -> socket.socket:
     return sock
 
 
+WATCHER = """
+import json, sys, time
+import httpx
+host, port, token = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+body = json.loads(sys.argv[4])
+headers = {"authorization": "Bearer " + token, "content-type": "application/json",
+           "mcp-protocol-version": "2026-07-28", "mcp-method": "server/discover"}
+slowest, served, failures = 0.0, 0, []
+while not sys.stdin.readline().startswith("stop"):
+    started = time.monotonic()
+    try:
+        with httpx.Client(timeout=30) as http:  # a new connection for every request
+            status = http.post(f"http://{host}:{port}/mcp", json=body, headers=headers).status_code
+        if status != 200:
+            failures.append(f"status {status}")
+    except httpx.HTTPError as exc:
+        failures.append(repr(exc))
+    slowest = max(slowest, time.monotonic() - started)
+    served += 1
+print(json.dumps({"slowest": slowest, "served": served, "failures": failures}), flush=True)
+"""
+
+
 class Watch:
     """Another principal's requests, each on a new connection, one after the other, while an
-    attack goes on: the slowest answer and every failure."""
+    attack goes on: the slowest answer and every failure. The client runs in a process of
+    its own, so that the attacking threads of this one cannot delay it."""
 
     def __init__(self, address: tuple[str, int], token: str) -> None:
-        self.address = address
-        self.token = token
+        body = json.dumps(request(1, "server/discover"))
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", WATCHER, *map(str, address), token, body],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self._pacer = threading.Thread(target=self._pace)
+        self._stop = threading.Event()
         self.slowest = 0.0
         self.served = 0
         self.failures: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run)
+
+    def _pace(self) -> None:
+        assert self._proc.stdin is not None
+        while not self._stop.wait(0.1):  # one request per line, ten a second at most
+            self._proc.stdin.write("go\n")
+            self._proc.stdin.flush()
 
     def __enter__(self) -> Watch:
-        self._thread.start()
+        self._pacer.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._thread.join(timeout=WAIT * 2)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            started = time.monotonic()
-            try:
-                with httpx.Client(timeout=WAIT) as http:
-                    status = post_discover(http, self.address, self.token).status_code
-                if status != 200:
-                    self.failures.append(f"status {status}")
-            except httpx.HTTPError as exc:
-                self.failures.append(repr(exc))
-            self.slowest = max(self.slowest, time.monotonic() - started)
-            self.served += 1
-            self._stop.wait(0.1)
+        self._pacer.join(timeout=WAIT)
+        report, _ = self._proc.communicate("stop\n", timeout=WAIT * 2)
+        found = json.loads(report)
+        self.slowest, self.served, self.failures = (
+            found["slowest"],
+            found["served"],
+            found["failures"],
+        )
 
 
 class Peak:
@@ -297,7 +329,7 @@ def test_slow_consent_posts_are_closed_by_the_body_deadline_and_descriptors_retu
     tmp_path: Path,
 ) -> None:
     # Descriptors for every attacker: each one is closed by the deadline, not the cap.
-    with serve_http(tmp_path, "timeout_seconds = 2", nofile=4096) as served:
+    with serve_http(tmp_path, "timeout_seconds = 4", nofile=4096) as served:
         path = consent_path(served.address, "mallory", MALLORY_TOKEN)
         before = served.descriptors()
         with ExitStack() as stack, Watch(served.address, BOB_TOKEN) as watch, Peak(served) as peak:
@@ -321,7 +353,7 @@ def test_slow_consent_posts_are_closed_by_the_body_deadline_and_descriptors_retu
 
 def test_slow_consent_posts_past_the_descriptor_budget_lock_nobody_out(tmp_path: Path) -> None:
     # 256 descriptors: fewer connection slots than attackers. A stalled body makes room.
-    with serve_http(tmp_path, "timeout_seconds = 5", nofile=256) as served:
+    with serve_http(tmp_path, "timeout_seconds = 6", nofile=256) as served:
         path = consent_path(served.address, "mallory", MALLORY_TOKEN)
         before = served.descriptors()
         with ExitStack() as stack, Watch(served.address, BOB_TOKEN) as watch, Peak(served) as peak:
