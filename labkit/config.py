@@ -35,6 +35,8 @@ from labkit.stores.filesystem import SymlinkPolicy
 from labkit.stores.open import StoreOpenError, UnsafeLayout, check_layout, open_stores, spec_file
 from labkit.stores.sql import DEFAULT_SCHEMA, SCHEMA_PATTERN
 from labkit.transports.limits import (
+    DEFAULT_DISCARD_BODY_BYTES,
+    DEFAULT_DISCARD_BODY_SECONDS,
     DEFAULT_HEAD_TIMEOUT_SECONDS,
     DEFAULT_HOST,
     DEFAULT_MAX_BODY_BYTES,
@@ -136,6 +138,11 @@ class HttpSettings(_Section):
     head_timeout_seconds: float = Field(DEFAULT_HEAD_TIMEOUT_SECONDS, gt=0, le=3600)
     max_head_bytes: int = Field(DEFAULT_MAX_HEAD_BYTES, ge=4096, le=16 * 1024 * 1024)
     max_connections: int = Field(DEFAULT_MAX_CONNECTIONS, ge=1, le=1_000_000)
+    # After an answer sent before the request body was read (413, 404, ...), at most this much
+    # of the rest of the body is read and dropped, for at most this long, so that a client
+    # still sending it receives the answer; past either the connection is closed.
+    discard_body_bytes: int = Field(DEFAULT_DISCARD_BODY_BYTES, ge=0, le=1024 * 1024 * 1024)
+    discard_body_seconds: float = Field(DEFAULT_DISCARD_BODY_SECONDS, gt=0, le=3600)
     # The scheme://host[:port] browsers use to reach this server (consent links), when it is
     # not the listening address (a name, TLS in front); without it, http://HOST:PORT.
     public_url: str | None = Field(None, pattern=r"^https?://[A-Za-z0-9.\-\[\]:]+$")
@@ -145,6 +152,8 @@ class HttpSettings(_Section):
             head_timeout_seconds=self.head_timeout_seconds,
             max_head_bytes=self.max_head_bytes,
             max_connections=self.max_connections,
+            discard_body_bytes=self.discard_body_bytes,
+            discard_body_seconds=self.discard_body_seconds,
         )
 
 

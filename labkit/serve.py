@@ -298,6 +298,16 @@ def _own_host_names(host: str) -> tuple[str, ...]:
     return (f"[{bare}]",) if ":" in bare else (bare.lower(),)
 
 
+def _own_origins(host: str, port: int) -> tuple[str, ...]:
+    """The `Origin` values of the listening address itself at `port`: a page the server
+    serves (or one at the URL it logs) sends these."""
+    return tuple(
+        f"{scheme}://{name}:{port}"
+        for name in _own_host_names(host)
+        for scheme in ("http", "https")
+    )
+
+
 @contextmanager
 def _signals(handler: Callable[[], None]) -> Iterator[None]:
     """Route SIGINT and SIGTERM to `handler` for the duration, then restore the old ones."""
@@ -372,7 +382,8 @@ def _serve_stdio(plan: Plan, principal: str) -> int:
 
 @contextmanager
 def _consent_listener(plan: Plan, sock: socket.socket | None) -> Iterator[None]:
-    """Serve the consent page on `sock` in a thread for the duration (stdio only)."""
+    """Serve the consent page on `sock` in a thread for the duration (stdio only), under the
+    connection layer and `[http]` limits of `--transport http`."""
     if sock is None or plan.consent is None or plan.consent_authenticator is None:
         yield
         return
@@ -380,12 +391,15 @@ def _consent_listener(plan: Plan, sock: socket.socket | None) -> Iterator[None]:
 
     import uvicorn
 
+    from labkit.transports.connections import server_config
     from labkit.transports.consent_page import ConsentPage, create_consent_app
 
-    app = create_consent_app(ConsentPage(plan.consent, plan.consent_authenticator))
-    config = uvicorn.Config(
-        app, log_config=None, access_log=False, server_header=False, lifespan="off"
+    page = ConsentPage(
+        plan.consent, plan.consent_authenticator, timeout_seconds=plan.timeout_seconds
     )
+    # The same connection layer and limits as `--transport http`: head deadline and size cap,
+    # body deadline, connections bounded by the descriptor limit.
+    config = server_config(create_consent_app(page), plan.connection_limits, lifespan="off")
     server = uvicorn.Server(config)
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, name="consent-page", daemon=True
@@ -427,16 +441,29 @@ def _serve_http(plan: Plan) -> int:
     from labkit.transports.legacy_http import LegacyHttp
 
     assert plan.authenticator is not None
+    try:
+        sock = _bind(plan.host, plan.port)
+    except OSError as exc:
+        print(
+            f"labkit serve: cannot listen on {plan.host}:{plan.port}: {exc.strerror}",
+            file=sys.stderr,
+        )
+        return EXIT_ENVIRONMENT
+    bound_port = sock.getsockname()[1]
     allowed_hosts = [*plan.allowed_hosts, *_own_host_names(plan.host)]
     consent_page = None
     if plan.consent is not None and plan.consent_authenticator is not None:
         consent_page = ConsentPage(
-            plan.consent, plan.consent_authenticator, allowed_hosts=allowed_hosts
+            plan.consent,
+            plan.consent_authenticator,
+            allowed_hosts=allowed_hosts,
+            timeout_seconds=plan.timeout_seconds,
         )
     app = create_app(
         plan.server,
         plan.authenticator,
-        allowed_origins=plan.allowed_origins,
+        # The listening address at its port is this server's own origin, as it is its Host.
+        allowed_origins=[*plan.allowed_origins, *_own_origins(plan.host, bound_port)],
         allowed_hosts=allowed_hosts,
         max_body_bytes=plan.max_body_bytes,
         timeout_seconds=plan.timeout_seconds,
@@ -449,21 +476,12 @@ def _serve_http(plan: Plan) -> int:
             limits=plan.legacy_limits,
         ),
     )
-    try:
-        sock = _bind(plan.host, plan.port)
-    except OSError as exc:
-        print(
-            f"labkit serve: cannot listen on {plan.host}:{plan.port}: {exc.strerror}",
-            file=sys.stderr,
-        )
-        return EXIT_ENVIRONMENT
     with sock:
         try:
             _confine(plan)
         except _Refused as exc:
             print(f"labkit serve: {exc}", file=sys.stderr)
             return EXIT_ENVIRONMENT
-        bound_port = sock.getsockname()[1]
         shown = f"[{plan.host.strip('[]')}]" if ":" in plan.host else plan.host
         if not _is_loopback(plan.host):
             log.warning("listening on %s: reachable from the network", plan.host)

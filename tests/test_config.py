@@ -162,10 +162,15 @@ def test_http_section_is_optional_and_read_when_present(tmp_path: Path) -> None:
 def test_the_connection_limits_are_read_from_the_http_section(tmp_path: Path) -> None:
     text = (
         BASE + "\n[http]\nhead_timeout_seconds = 2.5\nmax_head_bytes = 8192\nmax_connections = 50\n"
+        "discard_body_bytes = 0\ndiscard_body_seconds = 0.5\n"
     )
     limits = load_config(write_config(tmp_path, text)).settings.http.connection_limits()
     assert limits == ConnectionLimits(
-        head_timeout_seconds=2.5, max_head_bytes=8192, max_connections=50
+        head_timeout_seconds=2.5,
+        max_head_bytes=8192,
+        max_connections=50,
+        discard_body_bytes=0,
+        discard_body_seconds=0.5,
     )
 
 
@@ -177,6 +182,8 @@ def test_the_connection_limits_are_read_from_the_http_section(tmp_path: Path) ->
         ("max_head_bytes = 100", "http.max_head_bytes"),
         ("max_connections = 0", "http.max_connections"),
         ("max_connections = 1.5", "http.max_connections"),
+        ("discard_body_bytes = -1", "http.discard_body_bytes"),
+        ("discard_body_seconds = 0", "http.discard_body_seconds"),
     ],
 )
 def test_bad_connection_limits_are_refused_by_key(tmp_path: Path, line: str, key: str) -> None:

@@ -2,10 +2,13 @@
 
 Owns: the request-head deadline (a connection that sends nothing, stops in the middle of its
 head, or idles between keep-alive requests is closed when it passes), the head size cap (431
-and close, before the parser buffers more), the cap on concurrent connections (the connection
-that has waited longest for a head is closed to make room, with a log line), and the uvicorn
-configuration that installs them. Must not import the core or the endpoint: it sees bytes and
-sockets, never JSON-RPC.
+and close, before the parser buffers more), the discarding of a body left unread by an early
+answer (413, 404, ...: the rest is read and dropped, bounded in bytes and time, then the
+connection serves its next request or is closed, so a client still sending receives the answer
+instead of a reset), the cap on concurrent connections (to make room, the connection that has
+waited longest for a head, or is discarding, is closed first, then the one whose request body
+has stalled longest; a log line says so), and the uvicorn configuration that installs them.
+Must not import the core or the endpoint: it sees bytes and sockets, never JSON-RPC.
 
 Why here and not in uvicorn's settings (uvicorn 0.55, httptools 0.9): its keep-alive timer is
 armed only after a response and cancelled by any byte, so a connection that sends nothing or
@@ -64,13 +67,15 @@ def descriptor_budget(requested: int) -> int:
 
 
 class _Admission:
-    """The connections of one server: all of them, and those waiting for a head, oldest
-    first (a dict keeps insertion order)."""
+    """The connections of one server: all of them; those waiting for a head or discarding an
+    unread body, oldest first; and those whose request body is arriving, least recently
+    active first (a dict keeps insertion order; a connection that receives moves to the end)."""
 
     def __init__(self, max_connections: int) -> None:
         self.max_connections = max_connections
         self.open: set[GuardedProtocol] = set()
         self.waiting: dict[GuardedProtocol, None] = {}
+        self.receiving: dict[GuardedProtocol, None] = {}
         self.evicted = 0
         self.logged_at: float | None = None
 
@@ -79,8 +84,13 @@ class _Admission:
         if len(self.open) <= self.max_connections:
             return
         # Make room by closing the connection that has waited longest without a complete
-        # head: a request in progress is never cut, and an attacker's idle sockets go first.
-        victim = next((p for p in self.waiting if p is not new and not p.busy()), new)
+        # head (an attacker's idle sockets go first), then the one whose body has stalled
+        # longest (a client that declared a body and stopped sending it): a request whose
+        # body has arrived is never cut, nor one that we stopped reading (a pipelined request
+        # behind another, or a body the endpoint has not yet taken).
+        victim = next((p for p in self.waiting if p is not new and not p.busy()), None)
+        if victim is None:
+            victim = next((p for p in self.receiving if not p.flow.read_paused), new)
         self.forget(victim)
         victim.transport.close()
         self.evicted += 1
@@ -88,7 +98,7 @@ class _Admission:
         if self.logged_at is None or now - self.logged_at >= CAP_LOG_INTERVAL_SECONDS:
             log.warning(
                 "connection cap reached: %d connections open (max_connections %d); closed %d "
-                "connection(s) still waiting for a request head",
+                "connection(s) still waiting for a request head or body",
                 len(self.open) + 1,
                 self.max_connections,
                 self.evicted,
@@ -98,6 +108,7 @@ class _Admission:
     def forget(self, protocol: GuardedProtocol) -> None:
         self.open.discard(protocol)
         self.waiting.pop(protocol, None)
+        self.receiving.pop(protocol, None)
 
 
 class GuardedProtocol(HttpToolsProtocol):
@@ -106,7 +117,9 @@ class GuardedProtocol(HttpToolsProtocol):
     "Waiting" means the connection owes us a request head: from `connection_made`, and again
     after a response when nothing is queued, until `on_headers_complete`. Only bytes that
     arrive while waiting count against `max_head_bytes`; a body is the endpoint's business
-    (`max_body_bytes`, `timeout_seconds`).
+    (`max_body_bytes`, `timeout_seconds`) until it answers. "Discarding" means it answered
+    before the parser saw the end of the request body: the rest is fed to the parser, which
+    drops it, within `discard_body_bytes` and `discard_body_seconds`.
     """
 
     limits: ClassVar[ConnectionLimits]
@@ -117,6 +130,9 @@ class GuardedProtocol(HttpToolsProtocol):
         self._head_timer: asyncio.TimerHandle | None = None
         self._head_bytes = 0
         self._refused = False
+        self._body_pending = False  # a head was parsed, the end of its body not yet
+        self._discard_timer: asyncio.TimerHandle | None = None
+        self._discarded = 0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -125,12 +141,24 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._head_done()
+        self._discard_done()
         self.admission.forget(self)
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return
+        if self._discard_timer is not None:
+            self._discarded += len(data)
+            if self._discarded > self.limits.discard_body_bytes:
+                log.debug("closing %s: more unread body than discard_body_bytes", self.client)
+                self._discard_done()
+                self.transport.close()
+                return
+        elif self._body_pending and self in self.admission.receiving:
+            # The body is arriving: this connection is no longer the stalest.
+            del self.admission.receiving[self]
+            self.admission.receiving[self] = None
         if self._head_timer is not None:
             room = self.limits.max_head_bytes - self._head_bytes
             if len(data) > room:
@@ -153,12 +181,28 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._head_done()
+        self._body_pending = True
+        self.admission.receiving[self] = None
         super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._body_pending = False
+        self.admission.receiving.pop(self, None)
+        super().on_message_complete()
+        if self._discard_timer is not None:
+            # The unread body has been dropped in full: the connection serves on.
+            self._discard_done()
+            if self._head_timer is None and not self.transport.is_closing():
+                self._await_head()
 
     def on_response_complete(self) -> None:
         queued = bool(self.pipeline)
         super().on_response_complete()
-        if not queued and self._head_timer is None and not self.transport.is_closing():
+        if queued or self.transport.is_closing():
+            return
+        if self._body_pending:
+            self._discard_body()  # answered early: the client may still be sending
+        elif self._head_timer is None:
             self._await_head()  # idle keep-alive: the next head has the same deadline
 
     def _await_head(self) -> None:
@@ -173,6 +217,27 @@ class GuardedProtocol(HttpToolsProtocol):
             self._head_timer.cancel()
             self._head_timer = None
         self.admission.waiting.pop(self, None)
+
+    def _discard_body(self) -> None:
+        self.admission.receiving.pop(self, None)
+        self._discarded = 0
+        self._discard_timer = self.loop.call_later(
+            self.limits.discard_body_seconds, self._discard_expired
+        )
+        self.admission.waiting[self] = None  # finished with: the first to make room
+
+    def _discard_done(self) -> None:
+        if self._discard_timer is not None:
+            self._discard_timer.cancel()
+            self._discard_timer = None
+            self.admission.waiting.pop(self, None)
+
+    def _discard_expired(self) -> None:
+        self._discard_timer = None
+        self.admission.waiting.pop(self, None)
+        if not self.transport.is_closing():
+            log.debug("closing %s: the unread body did not end in time", self.client)
+            self.transport.close()
 
     def busy(self) -> bool:
         """Whether a request on this connection is being answered."""

@@ -2,8 +2,10 @@
 
 Owns: `GET /connect/report-service/<link id>` (who is asking, for what, and a consent form) and
 the `POST` from that form (anti-forgery token checked, then the grant), the browser's proof of
-principal, and the refusal pages. The credential is minted and stored by `ConsentService`; this
-module never sees it.
+principal, and the refusal pages. The form's body is read by `limits.read_body`, the reader of
+`/mcp`: a size cap (413) and the per-request deadline (408), and the connection layer under
+both accounts for and discards what a refused client still sends. The credential is minted
+and stored by `ConsentService`; this module never sees it.
 
 How a browser proves its principal: the same secret as the MCP client, sent as
 `Authorization: Bearer <token>`, or as HTTP Basic `<principal>:<token>` (a browser asks for it
@@ -24,6 +26,7 @@ Must not import the core.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import functools
@@ -43,13 +46,14 @@ from starlette.routing import Route
 from labkit.auth import Authenticator
 from labkit.stores import StoreBusy
 from labkit.stores.consent import ConsentLink, Grant
+from labkit.transports.limits import DEFAULT_TIMEOUT_SECONDS, BodyRefused, read_body
 from labkit.url_mode import CONNECT_PATH, ConsentService
 
 log = logging.getLogger("labkit.transports.consent_page")
 
 _T = TypeVar("_T")
 
-MAX_FORM_BYTES: Final = 4096
+MAX_FORM_BYTES: Final = 4096  # the form is two short fields: a far smaller cap than /mcp's
 LOOPBACK_NAMES: Final = ("127.0.0.1", "localhost", "[::1]")
 
 _HEADERS: Final = {
@@ -97,8 +101,11 @@ class ConsentPage:
         authenticator: Authenticator,
         *,
         allowed_hosts: Collection[str] = (),
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
     ) -> None:
         self.consent = consent
+        # From the end of the request head: the form's body must have arrived by then.
+        self.timeout_seconds = timeout_seconds
         self.authenticator = authenticator
         self.allowed_hosts = frozenset(h.lower() for h in allowed_hosts)
 
@@ -114,14 +121,16 @@ class ConsentPage:
         return await anyio.to_thread.run_sync(work)
 
     async def endpoint(self, request: Request) -> Response:
+        deadline = asyncio.get_running_loop().time() + self.timeout_seconds
         try:
-            return await self._endpoint(request)
+            return await self._endpoint(request, deadline)
         except StoreBusy as exc:
             return _busy(exc)
 
     async def grants_endpoint(self, request: Request) -> Response:
+        deadline = asyncio.get_running_loop().time() + self.timeout_seconds
         try:
-            return await self._grants_endpoint(request)
+            return await self._grants_endpoint(request, deadline)
         except StoreBusy as exc:
             return _busy(exc)
 
@@ -141,13 +150,13 @@ class ConsentPage:
             )
         return principal, host
 
-    async def _grants_endpoint(self, request: Request) -> Response:
+    async def _grants_endpoint(self, request: Request, deadline: float) -> Response:
         signed_in = await self._signed_in(request)
         if isinstance(signed_in, Response):
             return signed_in
         principal, host = signed_in
         if request.method == "POST":
-            fields = await self._form_fields(request, host, principal)
+            fields = await self._form_fields(request, host, principal, deadline)
             if isinstance(fields, Response):
                 return fields
             if not self.consent.revoke_token_valid(fields.get("form_token", ""), principal):
@@ -185,7 +194,7 @@ class ConsentPage:
         )
         return _page(200, f"{self.consent.service} connections", body)
 
-    async def _endpoint(self, request: Request) -> Response:
+    async def _endpoint(self, request: Request, deadline: float) -> Response:
         signed_in = await self._signed_in(request)
         if isinstance(signed_in, Response):
             return signed_in
@@ -198,7 +207,7 @@ class ConsentPage:
         assert link is not None
         if request.method == "GET":
             return self._form(link, principal)
-        return await self._submit(request, link, principal, host)
+        return await self._submit(request, link, principal, host, deadline)
 
     def _host_allowed(self, host: str, port: int) -> bool:
         if host in self.allowed_hosts or host.rsplit(":", 1)[0] in self.allowed_hosts:
@@ -229,7 +238,7 @@ class ConsentPage:
         return principal if principal == user else None
 
     async def _form_fields(
-        self, request: Request, host: str, principal: str
+        self, request: Request, host: str, principal: str, deadline: float
     ) -> dict[str, str] | Response:
         """A POSTed form's fields (first value of each), or the refusal: a foreign Origin, a
         form too large or not valid."""
@@ -240,11 +249,17 @@ class ConsentPage:
         ):
             log.warning("consent form posted from a foreign Origin for %r", principal)
             return _page(403, "Consent refused", "<p>Foreign origin. Nothing was changed.</p>")
-        body = b""
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > MAX_FORM_BYTES:
-                return _page(413, "Consent refused", "<p>Form too large.</p>")
+        try:
+            body = await read_body(
+                request.receive,
+                request.headers.get("content-length"),
+                max_bytes=MAX_FORM_BYTES,
+                deadline=deadline,
+            )
+        except BodyRefused as refused:
+            headers = {k.decode(): v.decode() for k, v in refused.headers}
+            text = f"<p>{html.escape(refused.text)}. Nothing was changed.</p>"
+            return _page(refused.status, "Consent refused", text, headers)
         try:
             fields = parse_qs(body.decode("latin-1"), max_num_fields=8)
         except ValueError:  # more fields than the form has
@@ -272,9 +287,9 @@ class ConsentPage:
         return _page(200, f"Connect {link.service}", body)
 
     async def _submit(
-        self, request: Request, link: ConsentLink, principal: str, host: str
+        self, request: Request, link: ConsentLink, principal: str, host: str, deadline: float
     ) -> Response:
-        fields = await self._form_fields(request, host, principal)
+        fields = await self._form_fields(request, host, principal, deadline)
         if isinstance(fields, Response):
             return fields
         token = fields.get("form_token", "")

@@ -1,7 +1,8 @@
 """Streamable HTTP at 2026-07-28: one POST endpoint around `Server.handle`.
 
-Owns: DNS-rebinding protection (Host and Origin), bearer authentication, the body size limit,
-the per-request timeout, the routing-header checks, and the mapping of JSON-RPC outcomes to
+Owns: DNS-rebinding protection (Host and Origin), bearer authentication, the body size limit
+and the per-request timeout (the body is read by `limits.read_body`, as the consent page's
+is), the routing-header checks, and the mapping of JSON-RPC outcomes to
 HTTP statuses (`labkit.errors.http_status`). Stateless: `Mcp-Session-Id` and `Last-Event-ID`
 are never read, minted or echoed (PROTOCOL.md, "Streamable HTTP at 2026-07-28"). A response is
 `application/json`, unless the handler sent notifications for the request (progress) and the
@@ -42,7 +43,12 @@ from labkit.server import RequestContext, Server
 from labkit.transports.consent_page import ConsentPage
 from labkit.transports.envelope import header_mismatch
 from labkit.transports.legacy_http import SESSION_HEADER, LegacyHttp, Streamed
-from labkit.transports.limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_TIMEOUT_SECONDS
+from labkit.transports.limits import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_TIMEOUT_SECONDS,
+    BodyRefused,
+    read_body,
+)
 from labkit.transports.sse import SSE_HEADERS, event, wants_event_stream
 from labkit.wire import decode, encode, error_response, is_request_id, parse_error_response
 
@@ -227,32 +233,15 @@ class McpEndpoint:
         return origin in self.allowed_origins or origin in _loopback_origins(port)
 
     async def _read_body(self, receive: Receive, fields: dict[str, str], deadline: float) -> bytes:
-        declared = fields.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
-            raise _Reject(413, f"Content Too Large: the limit is {self.max_body_bytes} bytes")
-        chunks: list[bytes] = []
-        size = 0
         try:
-            # asyncio's own timeout: uvicorn serves on asyncio, and this scope is entered on
-            # every request, where anyio's cancel scope costs several times more.
-            async with asyncio.timeout_at(deadline):
-                more = True
-                while more:
-                    message = await receive()
-                    if message["type"] == "http.disconnect":
-                        raise _Reject(400, "Bad Request: the client went away")
-                    chunk = message.get("body", b"")
-                    size += len(chunk)
-                    if size > self.max_body_bytes:
-                        raise _Reject(
-                            413, f"Content Too Large: the limit is {self.max_body_bytes} bytes"
-                        )
-                    chunks.append(chunk)
-                    more = message.get("more_body", False)
-        except TimeoutError:
-            # A client that trickles its body cannot hold a connection open forever.
-            raise _Reject(408, "Request Timeout: the body did not arrive in time") from None
-        return b"".join(chunks)
+            return await read_body(
+                receive,
+                fields.get("content-length"),
+                max_bytes=self.max_body_bytes,
+                deadline=deadline,
+            )
+        except BodyRefused as refused:
+            raise _Reject(refused.status, refused.text, refused.headers) from None
 
     async def _handle_in_thread(
         self, message: Any, context: RequestContext, deadline: float, raw_id: Any

@@ -2,15 +2,21 @@
 configuration file's `[http]` section and `labkit serve`.
 
 Owns: `ConnectionLimits` and every transport default (address, body size, per-request time,
-the request head, connections, the stdio line). Imports nothing: the configuration reads these
+the request head, connections, the unread body after an early answer, the stdio line), and
+`read_body`, the one bounded reader of a request body that every HTTP route uses (`/mcp` and
+the consent page): a declared or received size over the cap is 413, a body that has not
+arrived by the deadline is 408 (with `connection: close`: a slow client is not waited for).
+Imports nothing from labkit (only the standard library): the configuration reads these
 without loading a server stack.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 DEFAULT_HOST: Final = "127.0.0.1"  # loopback unless told otherwise (DNS rebinding)
 DEFAULT_PORT: Final = 8000
@@ -19,22 +25,82 @@ DEFAULT_TIMEOUT_SECONDS: Final = 30.0
 DEFAULT_HEAD_TIMEOUT_SECONDS: Final = 10.0
 DEFAULT_MAX_HEAD_BYTES: Final = 64 * 1024
 DEFAULT_MAX_CONNECTIONS: Final = 1000
+DEFAULT_DISCARD_BODY_BYTES: Final = 16 * 1024 * 1024
+DEFAULT_DISCARD_BODY_SECONDS: Final = 10.0
 DEFAULT_MAX_LINE_BYTES: Final = 4 * 1024 * 1024
+
+# The ASGI `receive` callable, spelled out so that this module needs no ASGI library.
+Receive = Callable[[], Awaitable[Mapping[str, Any]]]
 
 
 @dataclass(frozen=True)
 class ConnectionLimits:
     """`head_timeout_seconds`: from the moment a connection opens (or its previous response is
     sent) until the end of the request head. `max_head_bytes`: request line plus headers.
-    `max_connections`: open connections at once (further bounded by the descriptor limit)."""
+    `max_connections`: open connections at once (further bounded by the descriptor limit).
+    `discard_body_bytes` and `discard_body_seconds`: after a response sent before the request
+    body was read (413, 404, ...), how much of the rest of that body is read and dropped, and
+    for how long, so that a client still sending it receives the response instead of a reset;
+    past either bound the connection is closed (0 bytes: at the first byte)."""
 
     head_timeout_seconds: float = DEFAULT_HEAD_TIMEOUT_SECONDS
     max_head_bytes: int = DEFAULT_MAX_HEAD_BYTES
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    discard_body_bytes: int = DEFAULT_DISCARD_BODY_BYTES
+    discard_body_seconds: float = DEFAULT_DISCARD_BODY_SECONDS
 
     def __post_init__(self) -> None:
-        timeout = self.head_timeout_seconds
-        if not (timeout > 0 and math.isfinite(timeout)):
-            raise ValueError("head_timeout_seconds must be a positive number")
+        for timeout in (self.head_timeout_seconds, self.discard_body_seconds):
+            if not (timeout > 0 and math.isfinite(timeout)):
+                raise ValueError("head_timeout_seconds and discard_body_seconds must be positive")
         if self.max_head_bytes < 1 or self.max_connections < 1:
             raise ValueError("max_head_bytes and max_connections must be positive")
+        if self.discard_body_bytes < 0:
+            raise ValueError("discard_body_bytes must not be negative")
+
+
+class BodyRefused(Exception):
+    """A request body refused by `read_body`: the HTTP status, a one-line reason, and the
+    response headers the refusal needs (`connection: close` for a body that came too slowly)."""
+
+    def __init__(self, status: int, text: str, headers: tuple[tuple[bytes, bytes], ...] = ()):
+        super().__init__(text)
+        self.status = status
+        self.text = text
+        self.headers = list(headers)
+
+
+_CLOSE: Final = ((b"connection", b"close"),)
+
+
+async def read_body(
+    receive: Receive, declared: str | None, *, max_bytes: int, deadline: float
+) -> bytes:
+    """The whole request body, at most `max_bytes`, complete by `deadline` (the event loop's
+    clock). `declared` is the request's Content-Length header, if any: a declared size over
+    the cap is refused before a byte is read. Raises `BodyRefused` (413, 408, or 400 when the
+    client went away); what is left unread is the connection layer's to discard."""
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise BodyRefused(413, f"Content Too Large: the limit is {max_bytes} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        # asyncio's own timeout: uvicorn serves on asyncio, and this scope is entered on
+        # every request, where anyio's cancel scope costs several times more.
+        async with asyncio.timeout_at(deadline):
+            more = True
+            while more:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise BodyRefused(400, "Bad Request: the client went away")
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > max_bytes:
+                    raise BodyRefused(413, f"Content Too Large: the limit is {max_bytes} bytes")
+                chunks.append(chunk)
+                more = message.get("more_body", False)
+    except TimeoutError:
+        # A client that trickles its body cannot hold a connection open for ever; it is
+        # closed after the answer, not lingered over (it is slow, not misinformed).
+        raise BodyRefused(408, "Request Timeout: the body did not arrive in time", _CLOSE) from None
+    return b"".join(chunks)
