@@ -36,11 +36,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Final, Protocol
+from typing import IO, Any, Final
 
 BWRAP: Final = "/usr/bin/bwrap"
 FIRST_UID: Final = 61000
@@ -48,6 +48,7 @@ SLOTS: Final = 64
 LOCKS: Final = Path("/run/lock/labkit-grade")
 NOBODY: Final = 65534
 UID_PLACEHOLDER: Final = "{job_uid}"
+UNCONFINED: Final = "UNCONFINED"  # how an unconfined job's description starts
 LAUNCHER: Final = "labkit.grade.launcher"
 KERNEL_MODULE: Final = "ipykernel_launcher"
 # Tasks the container itself adds to the job's cgroup: the shell that joins it, bubblewrap
@@ -326,6 +327,7 @@ class UidPool:
     size: int = SLOTS
     locks: Path = LOCKS
     patience: float = 60.0
+    is_account: Callable[[int], bool] = field(default=lambda uid: _is_account(uid))
 
     def range(self) -> str:
         return f"{self.first}-{self.first + self.size - 1}"
@@ -336,7 +338,7 @@ class UidPool:
         deadline = time.monotonic() + self.patience
         while True:
             for uid in range(self.first, self.first + self.size):
-                if _is_account(uid):
+                if self.is_account(uid):
                     continue
                 held = _try_lock(self.locks / f"uid-{uid}.lock")
                 if held is None:
@@ -437,22 +439,50 @@ class Job:
         return [*self.prefix, *(a.replace(UID_PLACEHOLDER, str(self.uid)) for a in argv)]
 
 
-class Jobs(Protocol):
-    """What a runner needs: a job per scratch folder and a line saying what is in force."""
-
-    description: str
-
-    def job(self, scratch: Path) -> Any: ...  # a context manager yielding a `Job`
-
-
 _JOIN: Final = (
     'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; '
     'exec "$@"'
 )
 
 
+class Jobs:
+    """Where a runner's jobs run: `job(scratch)` for a command of its own (the kernel),
+    `start` for a process in one call (a check worker), `description` for the report."""
+
+    limits: Limits
+    description: str
+
+    def job(self, scratch: Path) -> AbstractContextManager[Job]:
+        raise NotImplementedError
+
+    @contextmanager
+    def start(
+        self,
+        scratch: Path,
+        module: str,
+        args: Sequence[str] = (),
+        *,
+        sandbox: str = "required",
+        **popen: Any,
+    ) -> Iterator[subprocess.Popen[bytes]]:
+        """`python -m module args...` in a fresh job (launcher first); on leaving, the job
+        ends and every process of it is gone. `popen` goes to `subprocess.Popen` (pipes)."""
+        with self.job(scratch) as job:
+            argv = job.command(launcher_argv(self.limits, module, args, sandbox=sandbox))
+            process = subprocess.Popen(argv, cwd=scratch, start_new_session=True, **popen)
+            try:
+                yield process
+            finally:
+                with suppress(ProcessLookupError):  # its session: all of it when unconfined
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+                for stream in (process.stdin, process.stdout, process.stderr):
+                    if stream is not None:
+                        stream.close()
+
+
 @dataclass
-class Containment:
+class Containment(Jobs):
     """Confined jobs: bubblewrap namespaces, a cgroup and a uid of its own per job."""
 
     limits: Limits
@@ -493,33 +523,9 @@ class Containment:
             finally:
                 group.remove()
 
-    @contextmanager
-    def start(
-        self,
-        scratch: Path,
-        module: str,
-        args: Sequence[str] = (),
-        *,
-        sandbox: str = "required",
-        **popen: Any,
-    ) -> Iterator[subprocess.Popen[bytes]]:
-        """`python -m module args...` in a fresh job (launcher first); on leaving, the job
-        ends and every process of it is gone. `popen` goes to `subprocess.Popen` (pipes)."""
-        with self.job(scratch) as job:
-            argv = job.command(launcher_argv(self.limits, module, args, sandbox=sandbox))
-            process = subprocess.Popen(argv, cwd=scratch, start_new_session=True, **popen)
-            try:
-                yield process
-            finally:
-                process.kill()
-                process.wait()
-                for stream in (process.stdin, process.stdout, process.stderr):
-                    if stream is not None:
-                        stream.close()
-
 
 @dataclass
-class Unconfined:
+class Unconfined(Jobs):
     """No namespaces, no cgroup, every job as `nobody`: only the launcher's own layers.
     Chosen explicitly (`labkit grade --unconfined`); the description says so in every report."""
 
@@ -529,7 +535,7 @@ class Unconfined:
 
     def __post_init__(self) -> None:
         self.description = self.description or (
-            "UNCONFINED (no network, PID or mount namespace, no cgroup, shared uid nobody): "
+            f"{UNCONFINED} (no network, PID or mount namespace, no cgroup, shared uid nobody): "
             f"{self.landlock} rlimits(as={_size(self.limits.memory)},nproc={self.limits.nproc})"
         )
 
