@@ -509,7 +509,12 @@ class Containment(Jobs):
     def job(self, scratch: Path) -> Iterator[Job]:
         assert self.host.cgroups is not None and self.host.bwrap is not None
         with self.pool.slot() as uid:
-            group = self.host.cgroups.create(f"labkit-job-{uid}", self.limits)
+            try:
+                group = self.host.cgroups.create(f"labkit-job-{uid}", self.limits)
+            except OSError as error:
+                raise ContainmentUnavailable(
+                    f"could not create the job's cgroup: {error}"
+                ) from error
             try:
                 bwrap = [self.host.bwrap, "--unshare-net", "--unshare-pid", "--unshare-ipc"]
                 bwrap += ["--unshare-uts", "--unshare-cgroup-try", "--hostname", "labkit-job"]
@@ -521,7 +526,10 @@ class Containment(Jobs):
                 join += [str(p) for p in group.procs]
                 yield Job(uid, scratch, (*join, *bwrap, "--"))
             finally:
-                group.remove()
+                # A cgroup that will not go (a task stuck in the kernel) stays behind; the
+                # slot's next job removes it first, or refuses to start.
+                with suppress(OSError):
+                    group.remove()
 
 
 @dataclass

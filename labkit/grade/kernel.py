@@ -42,6 +42,7 @@ from nbformat.v4 import new_code_cell, new_notebook, new_output
 from labkit.grade.containment import (
     KERNEL_MODULE,
     Containment,
+    ContainmentUnavailable,
     Job,
     Jobs,
     Unconfined,
@@ -197,8 +198,12 @@ class KernelRunner:
         self.jobs = jobs if jobs is not None else jobs_for(limits)
 
     def run(self, scratch: Path, sources: Sequence[str]) -> Execution:
-        with self.jobs.job(scratch) as job:
-            return asyncio.run(self._run(scratch, list(sources), job))
+        try:
+            with self.jobs.job(scratch) as job:
+                return asyncio.run(self._run(scratch, list(sources), job))
+        except ContainmentUnavailable as error:
+            cells = [CellRun(CellStatus.NOT_RUN) for _ in sources]
+            return Execution(cells, False, f"the job could not start: {error}")
 
     def _manager(self, scratch: Path, job: Job) -> AsyncKernelManager:
         specs = KernelSpecManager(kernel_dirs=[str(self.spec_dir)], ensure_native_kernel=False)

@@ -13,10 +13,12 @@ import select
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
@@ -30,11 +32,13 @@ from labkit.grade.containment import (
     Containment,
     ContainmentUnavailable,
     Host,
+    Job,
+    Jobs,
     Limits,
     UidPool,
     survey,
 )
-from labkit.grade.kernel import jobs_for
+from labkit.grade.kernel import CellStatus, KernelRunner, jobs_for
 from labkit.grade.report import SubmissionReport
 
 MIB = 1024**2
@@ -408,3 +412,39 @@ def test_unconfined_grading_says_so_in_every_report(
     assert f"sandbox: {sub.sandbox}" in summary
     assert f"Sandbox: {sub.sandbox}" in (out / "paths.feedback.txt").read_text()
     assert jobs_for(LIMITS).description.startswith("bubblewrap(net,pid,mount) cgroup-v")
+
+
+def test_the_cli_refuses_to_grade_without_containment(tmp_path: Path) -> None:
+    # The same grader as an unprivileged user (read-search kept to reach the interpreter):
+    # no uid to hand out, no cgroup to write.
+    notebook = write(tmp_path / "subs", "paths.ipynb", solved("paths"))
+    tmp_path.chmod(0o755)
+    user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    user += ["--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"]
+    labkit_cli = [sys.executable, "-m", "labkit.cli", "grade", str(notebook)]
+    labkit_cli += ["--solutions", str(FIXTURES), "--out", str(tmp_path / "out")]
+    done = subprocess.run([*user, *labkit_cli], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "needs job containment" in done.stderr and "root" in done.stderr
+    assert "cgroup" in done.stderr and "--unconfined" in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+class _NoSlots(Jobs):
+    """Jobs whose every start fails, as when all uids stay busy."""
+
+    def __init__(self) -> None:
+        self.limits = LIMITS
+        self.description = "test"
+
+    @contextmanager
+    def job(self, scratch: Path) -> Iterator[Job]:
+        raise ContainmentUnavailable("all job uids 1-2 stayed in use for 0 s")
+        yield Job(0, scratch)
+
+
+def test_a_job_that_cannot_start_is_a_kernel_that_did_not_start(work: Path) -> None:
+    runner = KernelRunner(work / "unused-spec", LIMITS, jobs=_NoSlots())
+    run = runner.run(work, ["print(1)"])
+    assert not run.started and [c.status for c in run.cells] == [CellStatus.NOT_RUN]
+    assert run.problem == "the job could not start: all job uids 1-2 stayed in use for 0 s"
