@@ -132,7 +132,9 @@ def summary(result: BatchReport) -> str:
         f"{result.graded} graded, {result.errors} not graded, mean {result.mean_percent:g}%, "
         f"{result.seconds:.1f} s"
     )
-    lines += sorted({f"sandbox: {s.sandbox}" for s in result.submissions if report.unconfined(s)})
+    lines += sorted(
+        {f"sandbox: {s.sandbox}" for s in result.submissions if report.sandbox_warning(s)}
+    )
     return "\n".join(lines)
 
 

@@ -9,10 +9,12 @@ Owns: what surrounds a job (one submission's kernel, or a process the grader sta
   `labkit/grade/` (only the launcher's two files are shown there), the system libraries and a
   few /etc files; the scratch folder read-write; a private /tmp, a minimal /dev and the new
   namespace's /proc. No pathname Unix socket outside the scratch folder is reachable.
-- **a cgroup per job** (v2 when the machine's unified hierarchy offers `memory` and `pids`
-  to this process, else v1's `memory` and `pids` hierarchies): the memory and task limits hold
-  for the job's whole process tree; the job joins it before bubblewrap starts, and the
-  cgroup is emptied (SIGKILL) and removed when the job ends.
+- **a cgroup per job** (v2 when the grader's own v2 cgroup already delegates `memory` and
+  `pids` to its children, else v1's `memory` and `pids` hierarchies, beneath the grader's own
+  place in each): the memory and task limits hold for the job's whole process tree; the job
+  joins it before bubblewrap starts, and the cgroup is emptied (SIGKILL) and removed when the
+  job ends. Without a usable hierarchy the limits stay per process (rlimits) and the
+  description starts with `NO_CGROUP`, a notice every report shows.
 - **a uid of its own per concurrent job** (`UidPool`: a slot of uids, each held with a lock
   file), so RLIMIT_NPROC, a kill or a limit never touches another job.
 
@@ -49,6 +51,8 @@ LOCKS: Final = Path("/run/lock/labkit-grade")
 NOBODY: Final = 65534
 UID_PLACEHOLDER: Final = "{job_uid}"
 UNCONFINED: Final = "UNCONFINED"  # how an unconfined job's description starts
+NO_CGROUP: Final = "NOTICE no cgroup"  # how a description without a job cgroup starts
+WARNINGS: Final = (UNCONFINED, NO_CGROUP)  # descriptions every report shows to its reader
 LAUNCHER: Final = "labkit.grade.launcher"
 KERNEL_MODULE: Final = "ipykernel_launcher"
 # Tasks the container itself adds to the job's cgroup: the shell that joins it, bubblewrap
@@ -165,16 +169,12 @@ class Host:
     reasons: tuple[str, ...] = ()
 
     def missing(self) -> list[str]:
+        """What grading cannot do without (a missing cgroup only weakens the limits)."""
         gaps = []
         if self.bwrap is None:
             gaps.append(f"bubblewrap ({BWRAP}; Debian package `bubblewrap`, `make` installs it)")
         if not self.root:
             gaps.append("root (to give each job its own uid and cgroup)")
-        if self.cgroups is None:
-            gaps.append(
-                "a writable cgroup hierarchy with memory and pids controllers"
-                + (f" ({'; '.join(self.reasons)})" if self.reasons else "")
-            )
         return gaps
 
 
@@ -497,24 +497,26 @@ class Containment(Jobs):
             raise ContainmentUnavailable(
                 "grading needs job containment, and this machine lacks: " + "; ".join(missing)
             )
-        assert self.host.cgroups is not None
         limits = self.limits
-        self.description = self.description or (
-            f"bubblewrap(net,pid,mount) {self.host.cgroups.describe(limits)} "
-            f"uid-per-job({self.pool.range()}) {self.landlock} "
+        if self.host.cgroups is not None:
+            cgroup = self.host.cgroups.describe(limits)
+        else:
+            reasons = f" ({'; '.join(self.host.reasons)})" if self.host.reasons else ""
+            cgroup = f"no-cgroup{reasons}"
+        described = (
+            f"bubblewrap(net,pid,mount) {cgroup} uid-per-job({self.pool.range()}) "
+            f"{self.landlock} "
             f"rlimits(as={_size(limits.memory)},nproc={limits.nproc},cpu={limits.cpu}s)"
         )
+        if self.host.cgroups is None:
+            described = f"{NO_CGROUP}: memory and process limits are per process only: {described}"
+        self.description = self.description or described
 
     @contextmanager
     def job(self, scratch: Path) -> Iterator[Job]:
-        assert self.host.cgroups is not None and self.host.bwrap is not None
+        assert self.host.bwrap is not None
         with self.pool.slot() as uid:
-            try:
-                group = self.host.cgroups.create(f"labkit-job-{uid}", self.limits)
-            except OSError as error:
-                raise ContainmentUnavailable(
-                    f"could not create the job's cgroup: {error}"
-                ) from error
+            group = self._cgroup(uid)
             try:
                 bwrap = [self.host.bwrap, "--unshare-net", "--unshare-pid", "--unshare-ipc"]
                 bwrap += ["--unshare-uts", "--unshare-cgroup-try", "--hostname", "labkit-job"]
@@ -522,14 +524,23 @@ class Containment(Jobs):
                 for cap in CAPABILITIES:
                     bwrap += ["--cap-add", cap]
                 bwrap += mount_view(scratch, python_roots())
-                join = ["/bin/sh", "-c", _JOIN, "sh", str(len(group.procs))]
-                join += [str(p) for p in group.procs]
+                procs = group.procs if group is not None else []
+                join = ["/bin/sh", "-c", _JOIN, "sh", str(len(procs)), *map(str, procs)]
                 yield Job(uid, scratch, (*join, *bwrap, "--"))
             finally:
                 # A cgroup that will not go (a task stuck in the kernel) stays behind; the
                 # slot's next job removes it first, or refuses to start.
-                with suppress(OSError):
-                    group.remove()
+                if group is not None:
+                    with suppress(OSError):
+                        group.remove()
+
+    def _cgroup(self, uid: int) -> Cgroup | None:
+        if self.host.cgroups is None:
+            return None
+        try:
+            return self.host.cgroups.create(f"labkit-job-{uid}", self.limits)
+        except OSError as error:
+            raise ContainmentUnavailable(f"could not create the job's cgroup: {error}") from error
 
 
 @dataclass

@@ -17,7 +17,7 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from labkit.grade.containment import UNCONFINED
+from labkit.grade.containment import WARNINGS
 
 SCHEMA_VERSION: Final = 1
 
@@ -108,15 +108,15 @@ def _points(value: float) -> str:
     return f"{value:g}"
 
 
-def unconfined(report: SubmissionReport) -> bool:
-    """Graded without job containment (`labkit grade --unconfined`)."""
-    return report.sandbox.startswith(UNCONFINED)
+def sandbox_warning(report: SubmissionReport) -> bool:
+    """Graded without job containment (`--unconfined`) or without a job cgroup."""
+    return report.sandbox.startswith(WARNINGS)
 
 
 def feedback(report: SubmissionReport) -> str:
     """The learner's plain-text feedback."""
     lines = [f"labkit grade: {report.file}"]
-    if unconfined(report):
+    if sandbox_warning(report):
         lines.append(f"Sandbox: {report.sandbox}")
     if report.status == "error":
         lines += ["", f"Not graded: {report.error}", ""]
