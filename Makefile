@@ -27,6 +27,13 @@ $(CHROMIUM):
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -q
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
 
+# The grader contains each job with Debian's bubblewrap (namespaces and a private mount view).
+BWRAP := /usr/bin/bwrap
+
+$(BWRAP):
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -q
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q bubblewrap
+
 demo: $(STAMP)
 	$(BIN)/labkit demo
 
@@ -35,7 +42,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check labkit tests bench
 	$(BIN)/mypy --strict labkit
 
-unit: $(STAMP) $(CHROMIUM)
+unit: $(STAMP) $(CHROMIUM) $(BWRAP)
 	$(BIN)/python -m pytest -q
 
 # The official MCP conformance suite (npm, pinned in the runner) against

@@ -139,6 +139,12 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument(
         "--sanitize-with", type=Path, metavar="FILE", help="nbval sanitizer file (regex/replace)"
     )
+    grade.add_argument(
+        "--unconfined",
+        action="store_true",
+        help="grade without job containment (bubblewrap namespaces, a cgroup and a uid per "
+        "job), which grading otherwise requires; every report then says so",
+    )
     grade.set_defaults(run=_run_grade)
     export_skill = commands.add_parser(
         "export-skill",
@@ -173,6 +179,7 @@ def _without_slow_format_checker() -> None:
 def _run_grade(args: argparse.Namespace) -> int:
     _without_slow_format_checker()
     from labkit.grade import batch, notebooks, outputs
+    from labkit.grade.containment import ContainmentUnavailable
     from labkit.grade.grader import Course
     from labkit.grade.kernel import Limits
 
@@ -194,13 +201,18 @@ def _run_grade(args: argparse.Namespace) -> int:
     if not files:
         print("labkit grade: no .ipynb submissions found", file=sys.stderr)
         return 2
-    result = batch.run(
-        args.submissions,
-        course,
-        limits=limits,
-        jobs=args.jobs,
-        progress=batch.Progress(len(files)),
-    )
+    try:
+        result = batch.run(
+            args.submissions,
+            course,
+            limits=limits,
+            jobs=args.jobs,
+            progress=batch.Progress(len(files)),
+            confined=not args.unconfined,
+        )
+    except ContainmentUnavailable as error:
+        print(f"labkit grade: {error} (or pass --unconfined to grade without it)", file=sys.stderr)
+        return 2
     batch.write(result, args.out, args.junit)
     print(batch.summary(result))
     print(f"reports: {args.out}/ (class view: {args.out / 'class.html'})")

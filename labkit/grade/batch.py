@@ -23,7 +23,7 @@ from typing import TextIO
 
 from labkit.grade import classview, report
 from labkit.grade.grader import Course, Runner, grade
-from labkit.grade.kernel import KernelRunner, Limits, sandbox_mode, write_kernelspec
+from labkit.grade.kernel import KernelRunner, Limits, jobs_for, sandbox_mode, write_kernelspec
 from labkit.grade.report import BatchReport, SubmissionReport
 
 
@@ -64,7 +64,9 @@ def run(
     runner: Runner | None = None,
     progress: Progress | None = None,
     clock: Callable[[], float] = time.monotonic,
+    confined: bool = True,
 ) -> BatchReport:
+    """Raises `ContainmentUnavailable` when `confined` and this machine cannot contain a job."""
     started = clock()
     files = collect(paths)
     work = Path(tempfile.mkdtemp(prefix="labkit-grade-"))
@@ -74,10 +76,10 @@ def run(
     try:
         mode = sandbox_mode()
         if runner is None:
-            runner = KernelRunner(
-                write_kernelspec(work / "spec", limits, sandbox=mode), limits, clock=clock
-            )
-        sandbox = f"Landlock ({mode})" if mode == "required" else "limits only (no Landlock)"
+            spec = write_kernelspec(work / "spec", limits, sandbox=mode)
+            contained = jobs_for(limits, confined=confined)
+            runner = KernelRunner(spec, limits, clock=clock, jobs=contained)
+        sandbox = runner.jobs.description if isinstance(runner, KernelRunner) else ""
         bound: Runner = runner
 
         def one(path: Path) -> SubmissionReport:
@@ -129,6 +131,9 @@ def summary(result: BatchReport) -> str:
     lines.append(
         f"{result.graded} graded, {result.errors} not graded, mean {result.mean_percent:g}%, "
         f"{result.seconds:.1f} s"
+    )
+    lines += sorted(
+        {f"sandbox: {s.sandbox}" for s in result.submissions if report.sandbox_warning(s)}
     )
     return "\n".join(lines)
 

@@ -3,7 +3,10 @@
 Owns: the grading kernelspec (argv starts with `labkit.grade.launcher`, which applies the
 limits and Landlock before ipykernel starts), the kernel's environment, and the run itself:
 nbclient with a per-cell timeout that interrupts the kernel, a total deadline, and a dead
-kernel turning every later cell into "did not run" (never "passed", nbgrader #427).
+kernel turning every later cell into "did not run" (never "passed", nbgrader #427). Each run
+is one job of `containment` (its own network, PID and mount namespaces, cgroup and uid; the
+kernel talks to the grader over IPC sockets in the scratch directory), unless the runner is
+given `Unconfined` jobs.
 
 The runner knows nothing about notebooks, solutions or checks: it takes a scratch directory
 (the kernel's working directory, the only place it may write) and a list of code strings,
@@ -36,6 +39,17 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
+from labkit.grade.containment import (
+    KERNEL_MODULE,
+    Containment,
+    ContainmentUnavailable,
+    Job,
+    Jobs,
+    Unconfined,
+    launcher_argv,
+)
+from labkit.grade.containment import Limits as Limits  # one submission's limits are its job's
+
 KERNEL_NAME: Final = "labkit-grade"
 TIMEOUT_ENAME: Final = "CellTimeout"
 PROBE_TIMEOUT: Final = 5
@@ -46,19 +60,6 @@ STUCK: Final = "the kernel stayed busy after a cell timed out (the interrupt was
 _quiet = logging.getLogger("labkit.grade.nbclient")
 _quiet.addHandler(logging.NullHandler())
 _quiet.propagate = False
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What one submission's kernel may use. Seconds, bytes and counts."""
-
-    cell_timeout: int = 10
-    total_timeout: float = 300.0
-    startup_timeout: float = 60.0
-    memory: int = 2 * 1024**3
-    cpu: int = 240
-    nproc: int = 256
-    fsize: int = 256 * 1024**2
 
 
 class CellStatus(enum.StrEnum):
@@ -91,6 +92,19 @@ def sandbox_mode(abi: Callable[[], int] = landlockpy.abi_version) -> str:
     return "required" if abi() >= 1 else "best_effort"
 
 
+def landlock_label(abi: Callable[[], int] = landlockpy.abi_version) -> str:
+    version = abi()
+    return f"landlock(abi {version})" if version >= 1 else "no landlock"
+
+
+def jobs_for(limits: Limits, *, confined: bool = True) -> Jobs:
+    """Confined jobs (raises `ContainmentUnavailable` naming what this machine lacks), or,
+    only when asked, unconfined ones."""
+    if confined:
+        return Containment(limits, landlock=landlock_label())
+    return Unconfined(limits, landlock=landlock_label())
+
+
 def write_kernelspec(
     directory: Path,
     limits: Limits,
@@ -99,12 +113,17 @@ def write_kernelspec(
     sandbox: str = "required",
 ) -> Path:
     """Write `directory/labkit-grade/kernel.json`; returns `directory` (a kernel_dirs entry)."""
-    argv = [python, "-P", "-m", "labkit.grade.launcher"]
-    argv += [f"--memory={limits.memory}", f"--cpu={limits.cpu}", f"--nproc={limits.nproc}"]
-    argv += [f"--fsize={limits.fsize}", f"--sandbox={sandbox}"]
     # No history database: the hidden checks' source must not land in the scratch directory.
-    argv += ["--", "-f", "{connection_file}", "--HistoryManager.enabled=False"]
-    spec = {"argv": argv, "display_name": "labkit grading kernel", "language": "python"}
+    args = ["-f", "{connection_file}", "--HistoryManager.enabled=False"]
+    argv = launcher_argv(limits, KERNEL_MODULE, args, python=python, sandbox=sandbox)
+    spec = {
+        "argv": argv,  # the job's uid is filled in, and the container put around it, per run
+        "display_name": "labkit grading kernel",
+        "language": "python",
+        # An interrupt travels as a message: the kernel runs in its own session (bubblewrap's
+        # --new-session), where the grader's SIGINT to a process group would not reach it.
+        "interrupt_mode": "message",
+    }
     target = directory / KERNEL_NAME
     target.mkdir(parents=True, exist_ok=True)
     (target / "kernel.json").write_text(json.dumps(spec, indent=1) + "\n", encoding="utf-8")
@@ -151,8 +170,19 @@ class _BoundedClient(NotebookClient):
         return None
 
 
+class _JobKernelManager(AsyncKernelManager):
+    """The kernelspec's command, run as one job: its uid filled in, its container around it."""
+
+    job: Job | None = None
+
+    def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
+        argv = super().format_kernel_cmd(extra_arguments)
+        return self.job.command(argv) if self.job is not None else argv
+
+
 class KernelRunner:
-    """Runs code strings in a fresh confined kernel per call."""
+    """Runs code strings in a fresh confined kernel per call, each call one job of `jobs`
+    (default: `Containment`, which refuses to run on a machine that cannot contain a job)."""
 
     def __init__(
         self,
@@ -160,26 +190,35 @@ class KernelRunner:
         limits: Limits,
         *,
         clock: Callable[[], float] = time.monotonic,
+        jobs: Jobs | None = None,
     ) -> None:
         self.spec_dir = spec_dir
         self.limits = limits
         self.clock = clock
+        self.jobs = jobs if jobs is not None else jobs_for(limits)
 
     def run(self, scratch: Path, sources: Sequence[str]) -> Execution:
-        return asyncio.run(self._run(scratch, list(sources)))
+        try:
+            with self.jobs.job(scratch) as job:
+                return asyncio.run(self._run(scratch, list(sources), job))
+        except ContainmentUnavailable as error:
+            cells = [CellRun(CellStatus.NOT_RUN) for _ in sources]
+            return Execution(cells, False, f"the job could not start: {error}")
 
-    def _manager(self, scratch: Path) -> AsyncKernelManager:
+    def _manager(self, scratch: Path, job: Job) -> AsyncKernelManager:
         specs = KernelSpecManager(kernel_dirs=[str(self.spec_dir)], ensure_native_kernel=False)
-        # IPC sockets in the scratch directory: no TCP port, no firewall warning per start.
-        return AsyncKernelManager(
+        # IPC sockets in the scratch directory: no TCP port, and the kernel has no network.
+        manager = _JobKernelManager(
             kernel_name=KERNEL_NAME,
             kernel_spec_manager=specs,
             transport="ipc",
             ip=str(scratch / "kernel"),
             connection_file=str(scratch / "kernel.json"),
         )
+        manager.job = job
+        return manager
 
-    async def _run(self, scratch: Path, sources: list[str]) -> Execution:
+    async def _run(self, scratch: Path, sources: list[str], job: Job) -> Execution:
         code = [new_code_cell(s) for s in sources]  # type: ignore[no-untyped-call]
         nb = new_notebook(cells=code)  # type: ignore[no-untyped-call]
         cells = [CellRun(CellStatus.NOT_RUN) for _ in sources]
@@ -190,7 +229,7 @@ class KernelRunner:
 
         client = _BoundedClient(
             nb,
-            km=self._manager(scratch),
+            km=self._manager(scratch, job),
             timeout=self.limits.cell_timeout,
             startup_timeout=int(self.limits.startup_timeout),
             interrupt_on_timeout=True,

@@ -1,20 +1,23 @@
 """The grading kernel's first instructions: limits, an unprivileged user, Landlock, then ipykernel.
 
     python -m labkit.grade.launcher --memory BYTES --cpu SECONDS --nproc N --fsize BYTES
-        [--user UID] [--sandbox required|best_effort|off] -- -f CONNECTION_FILE ...
+        [--user UID] [--sandbox required|best_effort|off] [--module NAME] -- ARGS...
 
-Owns: what a learner's code may touch. The grader writes a kernelspec whose argv starts here
-(`kernel.kernelspec`); this module runs in the kernel process, before ipykernel and before any
-thread exists, and:
+Owns: what a learner's code may touch from inside its job. The grader starts every job process
+here (`containment.launcher_argv`: the kernel's kernelspec, and any other process of a job),
+inside the job's container (`containment`: namespaces, cgroup); this module runs in that
+process, before ipykernel (or `--module`) and before any thread exists, and:
 
 1. sets resource limits (address space, CPU seconds, processes, file size, no core dumps), so
    a 6 GB allocation becomes `MemoryError`, a CPU hog is killed, a fork bomb stops;
-2. when started as root, becomes `--user` (nobody) with no capability but read-search (the
-   kernel exempts uid 0 from the process-count limit whatever its capabilities; see `become`);
+2. when started as root, becomes `--user` (the job's own uid; nobody when unconfined) with no
+   capability but read-search (the kernel exempts uid 0 from the process-count limit whatever
+   its capabilities; see `become`);
 3. applies Landlock: read-write on the scratch directory (the working directory) only;
    read-only on the Python installation and a few system files, *except* `labkit/grade/`
    (the hidden checks' source); no TCP; no signals or abstract sockets outside the kernel;
-4. replaces itself with ipykernel (same process, so the restrictions stay).
+4. runs `--module` as `__main__` (ipykernel's launcher by default) in the same process, so the
+   restrictions stay.
 
 Landlock cannot carve a hole in a granted tree, so a tree that holds `labkit/grade/` is granted
 piecewise: listing on the tree (names only), full reads on every sibling on the way down, and
@@ -30,6 +33,7 @@ import argparse
 import ctypes
 import os
 import resource
+import runpy
 import site
 import sys
 from collections.abc import Iterable, Sequence
@@ -206,6 +210,7 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--fsize", type=int, required=True)
     parser.add_argument("--user", type=int, default=NOBODY, help="uid to become when root")
     parser.add_argument("--sandbox", choices=("required", "best_effort", "off"), default="required")
+    parser.add_argument("--module", default="ipykernel_launcher", help="what to run as __main__")
     split = list(argv).index("--") if "--" in argv else len(argv)
     return parser.parse_args(list(argv[:split])), list(argv[split + 1 :])
 
@@ -220,14 +225,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     for name in ("HOME", "IPYTHONDIR", "JUPYTER_RUNTIME_DIR", "MPLCONFIGDIR", "TMPDIR"):
         os.environ[name] = str(scratch)
     os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+    for name in ("PWD", "OLDPWD"):  # set by the container's shell and bubblewrap
+        os.environ.pop(name, None)
+    if os.getppid() == 1:
+        # In a job's PID namespace the parent is the namespace's init, which ipykernel's parent
+        # poller would take for "the grader is gone"; the container ends the job with the grader.
+        os.environ.pop("JPY_PARENT_PID", None)
     sys.dont_write_bytecode = True
     confine(scratch, args.sandbox)
     if sys.path and sys.path[0] in ("", str(scratch)):
         del sys.path[0]  # as ipykernel_launcher does: the cwd is the learner's, not a package
-    from ipykernel import kernelapp
-
     sys.argv = [sys.argv[0], *kernel_args]
-    kernelapp.launch_new_instance()
+    runpy.run_module(args.module, run_name="__main__", alter_sys=True)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from labkit.grade.containment import WARNINGS
+
 SCHEMA_VERSION: Final = 1
 
 
@@ -106,9 +108,16 @@ def _points(value: float) -> str:
     return f"{value:g}"
 
 
+def sandbox_warning(report: SubmissionReport) -> bool:
+    """Graded without job containment (`--unconfined`) or without a job cgroup."""
+    return report.sandbox.startswith(WARNINGS)
+
+
 def feedback(report: SubmissionReport) -> str:
     """The learner's plain-text feedback."""
     lines = [f"labkit grade: {report.file}"]
+    if sandbox_warning(report):
+        lines.append(f"Sandbox: {report.sandbox}")
     if report.status == "error":
         lines += ["", f"Not graded: {report.error}", ""]
         return "\n".join(lines)

@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 import landlockpy
+import pytest
 
 import labkit
 from grade.grade_helpers import FIXTURES
@@ -18,6 +19,7 @@ from labkit.grade.kernel import (
     CellStatus,
     KernelRunner,
     Limits,
+    jobs_for,
     kernel_env,
     sandbox_mode,
     write_kernelspec,
@@ -32,7 +34,18 @@ def test_landlock_is_required_here() -> None:
     assert sandbox_mode() == "required"
 
 
-def test_reads_and_writes_outside_the_scratch_copy_fail(runner: KernelRunner, work: Path) -> None:
+# Confined, a file outside the job's mount view is absent; unconfined, Landlock refuses it.
+REFUSED = ("PermissionError", "FileNotFoundError")
+
+
+@pytest.mark.parametrize("confined", [True, False], ids=["confined", "landlock-only"])
+def test_reads_and_writes_outside_the_scratch_copy_fail(
+    runner: KernelRunner, work: Path, confined: bool
+) -> None:
+    if not confined:
+        runner = KernelRunner(
+            runner.spec_dir, runner.limits, jobs=jobs_for(runner.limits, confined=False)
+        )
     outside = Path(tempfile.mkdtemp(dir=work.parent, prefix="outside-"))
     scratch = Path(tempfile.mkdtemp(dir=work, prefix="sub-"))
     run = runner.run(
@@ -46,20 +59,24 @@ def test_reads_and_writes_outside_the_scratch_copy_fail(runner: KernelRunner, wo
             f"import os; os.listdir({str(FIXTURES)!r})",
             "open('mine.txt', 'w').write('ok'); print(open('mine.txt').read())",
             "import labkit.scope; print('scope ok')",
+            f"open({str(Path(launcher.__file__))!r}).read()",
         ],
     )
     names = [(c.status, c.ename) for c in run.cells]
-    assert names[0] == (CellStatus.ERROR, "PermissionError")  # a solution notebook
-    assert names[1] == (CellStatus.ERROR, "PermissionError")  # the hidden checks' source
+    expected = "FileNotFoundError" if confined else "PermissionError"
+    assert names[0] == (CellStatus.ERROR, expected)  # a solution notebook
+    assert names[1] == (CellStatus.ERROR, expected)  # the hidden checks' source
     assert names[2][0] is CellStatus.ERROR  # nor importable
     assert names[2][1] in ("PermissionError", "ModuleNotFoundError")
-    assert names[3] == (CellStatus.ERROR, "PermissionError")  # a write outside scratch
+    assert names[3] == (CellStatus.ERROR, expected)  # a write outside scratch
     assert not (outside / "planted.txt").exists()
-    assert names[4] == (CellStatus.ERROR, "PermissionError")  # any other file
-    assert names[5] == (CellStatus.ERROR, "PermissionError")  # not even a listing
+    assert names[4] == (CellStatus.ERROR, expected)  # any other file
+    assert names[5] == (CellStatus.ERROR, expected)  # not even a listing
     assert run.cells[6].status is CellStatus.OK
     assert run.cells[6].outputs[0]["text"] == "ok\n"  # its own scratch copy works
     assert run.cells[7].outputs[0]["text"] == "scope ok\n"  # labkit outside grade/ imports
+    # The launcher is in the mount view (it starts the job) but Landlock closes it after.
+    assert names[8] == (CellStatus.ERROR, "PermissionError")
 
 
 def test_limits_timeouts_and_the_next_cell(runner: KernelRunner, work: Path) -> None:
@@ -212,7 +229,8 @@ def test_a_child_process_keeps_only_read_search_and_the_same_confinement(
     # interpreter and the scratch copy wherever those live (a checkout under a 0700 folder),
     # with no more power than the kernel itself.
     scratch = Path(tempfile.mkdtemp(dir=work, prefix="sub-"))
-    code = CHILD.replace("HIDDEN", repr(str(HIDDEN)))
+    # The launcher's source: in the job's mount view (it starts the job), closed by Landlock.
+    code = CHILD.replace("HIDDEN", repr(str(Path(launcher.__file__))))
     cell = (
         "import subprocess, sys\n"
         f"done = subprocess.run([sys.executable, '-c', {code!r}], capture_output=True, text=True)\n"
