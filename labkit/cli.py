@@ -139,6 +139,13 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument(
         "--sanitize-with", type=Path, metavar="FILE", help="nbval sanitizer file (regex/replace)"
     )
+    grade.add_argument(
+        "--as",
+        dest="graded_as",
+        metavar="NAME",
+        help="grade every submission as this solution notebook (its stem, e.g. "
+        "03-ex1-sqlite-replay-store), whatever its file name or metadata says",
+    )
     grade.set_defaults(run=_run_grade)
     export_skill = commands.add_parser(
         "export-skill",
@@ -189,6 +196,14 @@ def _run_grade(args: argparse.Namespace) -> int:
     except (notebooks.Unreadable, OSError) as error:
         print(f"labkit grade: {error}", file=sys.stderr)
         return 2
+    if args.graded_as is not None and args.graded_as not in course.solutions:
+        known = ", ".join(sorted(course.solutions))
+        print(
+            f"labkit grade: --as {args.graded_as}: no such solution notebook in "
+            f"{args.solutions} (known: {known})",
+            file=sys.stderr,
+        )
+        return 2
     limits = Limits(cell_timeout=args.timeout, total_timeout=args.total_timeout)
     files = batch.collect(args.submissions)
     if not files:
@@ -200,10 +215,14 @@ def _run_grade(args: argparse.Namespace) -> int:
         limits=limits,
         jobs=args.jobs,
         progress=batch.Progress(len(files)),
+        graded_as=args.graded_as,
     )
     batch.write(result, args.out, args.junit)
     print(batch.summary(result))
-    print(f"reports: {args.out}/ (class view: {args.out / 'class.html'})")
+    print(
+        f"reports: {args.out}/{batch.SUBMISSIONS}/ (one per submission), {args.out}/batch.json "
+        f"(class view: {args.out / 'class.html'})"
+    )
     return batch.exit_code(result, args.fail_under)
 
 

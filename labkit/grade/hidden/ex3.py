@@ -1,10 +1,10 @@
 """Hidden checks for ex3,
 `delete_note(conn, authorizer, principal, workspace_uri, note_id) -> bool`.
 
-The notes live in SQLite with the course's table (`labkit.course.exercises.fixtures`): `notes(id, uri,
-title)`; the connection is in autocommit
-mode, and `authorizer.roots(principal)` names the directories a principal may touch. A note
-whose stored uri is not inside the *requested* workspace (not merely inside the principal's
+The notes live in SQLite with the course's table (`labkit.course.exercises.fixtures`):
+`notes(id, uri, title)`; the connection is in autocommit mode, and
+`authorizer.roots(principal)` names the directories a principal may touch. A note whose
+stored uri is not inside the *requested* workspace (not merely inside the principal's
 authorized root), or a principal whose authorization is gone, must get False and keep the
 note (or a PermissionError), with the transaction closed.
 Imports nothing from labkit (the kernel runs this source from a string).
@@ -76,7 +76,12 @@ def encoded_traversal_in_table(delete_note: Any) -> Any:
 def nul_in_table(delete_note: Any) -> Any:
     conn = _database(("n1", "file:///work/notes/a%00b", "odd"))
     _refused(
-        delete_note, conn, FixedRootsAuthorizer(["/work/notes"]), "n1", "a note stored at a %00 uri", PARSE
+        delete_note,
+        conn,
+        FixedRootsAuthorizer(["/work/notes"]),
+        "n1",
+        "a note stored at a %00 uri",
+        PARSE,
     )
 
 
