@@ -212,6 +212,16 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args, kernel_args = parse(sys.argv[1:] if argv is None else argv)
+    prepare(args)
+    from ipykernel import kernelapp
+
+    sys.argv = [sys.argv[0], *kernel_args]
+    kernelapp.launch_new_instance()
+
+
+def prepare(args: argparse.Namespace) -> str:
+    """Steps 1 to 3 in this process (the kernel, or a check worker), in the working directory
+    as scratch; returns what Landlock did."""
     scratch = Path.cwd()
     if os.geteuid() == 0:
         become(args.user, scratch)
@@ -221,13 +231,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         os.environ[name] = str(scratch)
     os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     sys.dont_write_bytecode = True
-    confine(scratch, args.sandbox)
+    done = confine(scratch, args.sandbox)
     if sys.path and sys.path[0] in ("", str(scratch)):
         del sys.path[0]  # as ipykernel_launcher does: the cwd is the learner's, not a package
-    from ipykernel import kernelapp
-
-    sys.argv = [sys.argv[0], *kernel_args]
-    kernelapp.launch_new_instance()
+    return done
 
 
 if __name__ == "__main__":

@@ -378,6 +378,30 @@ class Checker:
         return HintText(exercise.id, n, total, exercise.hints[n - 1])
 
 
+def run_checks(
+    exercise: Exercise,
+    checks: Sequence[Check],
+    runner: CheckRunner,
+    defined: Callable[[str], bool],
+    settings: CheckSettings,
+) -> CheckReport:
+    """Run `checks` (public and hidden alike) against the learner's functions behind `runner`
+    (the grader's worker); a contract name `defined` says is missing makes every check not
+    attempted."""
+    missing = [n for n in exercise.contracts if not defined(n)]
+    shared: dict[str, Any] = {}
+    results = []
+    for c in checks:
+        if missing:
+            result = _result(
+                exercise, c, Outcome.NOT_ATTEMPTED, missing_message(missing[0]), c.hidden
+            )
+        else:
+            result = run_check(exercise, c, runner, settings, shared)
+        results.append(result)
+    return CheckReport(exercise.id, exercise.title, tuple(results))
+
+
 def run_check(
     exercise: Exercise,
     check: Check,
