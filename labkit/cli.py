@@ -145,6 +145,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="grade without job containment (bubblewrap namespaces, a cgroup and a uid per "
         "job), which grading otherwise requires; every report then says so",
     )
+    grade.add_argument(
+        "--as",
+        dest="graded_as",
+        metavar="NAME",
+        help="grade every submission as this solution notebook (its stem, e.g. "
+        "03-ex1-sqlite-replay-store), whatever its file name or metadata says",
+    )
     grade.set_defaults(run=_run_grade)
     export_skill = commands.add_parser(
         "export-skill",
@@ -196,6 +203,14 @@ def _run_grade(args: argparse.Namespace) -> int:
     except (notebooks.Unreadable, OSError) as error:
         print(f"labkit grade: {error}", file=sys.stderr)
         return 2
+    if args.graded_as is not None and args.graded_as not in course.solutions:
+        known = ", ".join(sorted(course.solutions))
+        print(
+            f"labkit grade: --as {args.graded_as}: no such solution notebook in "
+            f"{args.solutions} (known: {known})",
+            file=sys.stderr,
+        )
+        return 2
     limits = Limits(cell_timeout=args.timeout, total_timeout=args.total_timeout)
     files = batch.collect(args.submissions)
     if not files:
@@ -209,13 +224,17 @@ def _run_grade(args: argparse.Namespace) -> int:
             jobs=args.jobs,
             progress=batch.Progress(len(files)),
             confined=not args.unconfined,
+            graded_as=args.graded_as,
         )
     except ContainmentUnavailable as error:
         print(f"labkit grade: {error} (or pass --unconfined to grade without it)", file=sys.stderr)
         return 2
     batch.write(result, args.out, args.junit)
     print(batch.summary(result))
-    print(f"reports: {args.out}/ (class view: {args.out / 'class.html'})")
+    print(
+        f"reports: {args.out}/{batch.SUBMISSIONS}/ (one per submission), {args.out}/batch.json "
+        f"(class view: {args.out / 'class.html'})"
+    )
     return batch.exit_code(result, args.fail_under)
 
 

@@ -2,9 +2,12 @@
 
 Owns: collecting submissions (a folder's `*.ipynb`, or files as given), running `--jobs`
 kernels at once (threads in one process: nbval, nbformat and jupyter_client are imported once
-per batch, each submission pays only its kernel start and its cells), the per-submission
-JSON and feedback files, the batch JSON, JUnit XML and the class view, the summary table and
-the exit code (0 when every submission was graded and none fell under `fail_under`).
+per batch, each submission pays only its kernel start and its cells), the files written (the
+batch's own `batch.json` and `class.html` in the output folder, each submission's JSON and
+feedback in its `submissions/` folder, so no submission's name can overwrite a batch file), the
+summary table (with the solution each submission was graded against, and a flag when the file
+name disagrees) and the exit code (0 when every submission was graded and none fell under
+`fail_under`).
 
 The clock, the runner factory and the progress sink are injected.
 """
@@ -19,7 +22,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Final, TextIO
 
 from labkit.grade import classview, report
 from labkit.grade.grader import Course, Runner, grade
@@ -63,6 +66,7 @@ def run(
     jobs: int = 1,
     runner: Runner | None = None,
     progress: Progress | None = None,
+    graded_as: str | None = None,
     clock: Callable[[], float] = time.monotonic,
     confined: bool = True,
 ) -> BatchReport:
@@ -86,7 +90,15 @@ def run(
             if not path.exists():
                 result = SubmissionReport.failed(path.name, f"{path}: no such file")
             else:
-                result = grade(path, course, bound, scratch_root=work, sandbox=sandbox, clock=clock)
+                result = grade(
+                    path,
+                    course,
+                    bound,
+                    scratch_root=work,
+                    sandbox=sandbox,
+                    graded_as=graded_as,
+                    clock=clock,
+                )
             if progress is not None:
                 progress.step(path.name)
             return result
@@ -98,18 +110,31 @@ def run(
     return report.batch(reports, clock() - started)
 
 
-def write(result: BatchReport, out: Path, junit: Path | None = None) -> None:
-    out.mkdir(parents=True, exist_ok=True)
+SUBMISSIONS: Final = "submissions"
+
+
+def report_names(result: BatchReport) -> list[str]:
+    """Each submission's report name (its file's stem; `-2`, `-3` when stems repeat)."""
     used: set[str] = set()
+    names = []
     for sub in result.submissions:
-        stem = Path(sub.file).stem
+        stem = Path(sub.file).stem or "submission"
         name, n = stem, 1
         while name in used:
             n += 1
             name = f"{stem}-{n}"
         used.add(name)
-        (out / f"{name}.json").write_text(sub.model_dump_json(indent=2) + "\n", encoding="utf-8")
-        (out / f"{name}.feedback.txt").write_text(report.feedback(sub), encoding="utf-8")
+        names.append(name)
+    return names
+
+
+def write(result: BatchReport, out: Path, junit: Path | None = None) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    folder = out / SUBMISSIONS
+    folder.mkdir(exist_ok=True)
+    for sub, name in zip(result.submissions, report_names(result), strict=True):
+        (folder / f"{name}.json").write_text(sub.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        (folder / f"{name}.feedback.txt").write_text(report.feedback(sub), encoding="utf-8")
     (out / "batch.json").write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
     (out / "class.html").write_text(classview.render(result), encoding="utf-8")
     if junit is not None:
@@ -118,15 +143,15 @@ def write(result: BatchReport, out: Path, junit: Path | None = None) -> None:
 
 
 def summary(result: BatchReport) -> str:
-    rows = [("submission", "score", "%", "status")]
+    rows = [("submission", "score", "%", "graded as")]
     for sub in result.submissions:
         if sub.status == "graded":
-            rows.append(
-                (sub.file, f"{sub.points:g}/{sub.max_points:g}", f"{sub.percent:g}", "graded")
-            )
+            said = f"{sub.solution}" + (f"  MISMATCH: {sub.mismatch}" if sub.mismatch else "")
+            rows.append((sub.file, f"{sub.points:g}/{sub.max_points:g}", f"{sub.percent:g}", said))
         else:
-            rows.append((sub.file, "-", "-", f"not graded: {sub.error}"))
-    widths = [max(len(r[i]) for r in rows[:] if i < 3) for i in range(3)]
+            error = report.clean_line(sub.error)
+            rows.append((sub.file, "-", "-", f"not graded: {error}"))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
     lines = [f"{r[0]:<{widths[0]}}  {r[1]:>{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}" for r in rows]
     lines.append(
         f"{result.graded} graded, {result.errors} not graded, mean {result.mean_percent:g}%, "

@@ -55,6 +55,36 @@ TIMEOUT_ENAME: Final = "CellTimeout"
 PROBE_TIMEOUT: Final = 5
 MAX_OUTPUT: Final = 1_000_000  # characters of output kept per cell
 TRUNCATED: Final = "[the grader kept the first 1,000,000 characters of this cell's output]\n"
+# Run in the kernel before the first cell: each cell's stdout and stderr writes (those of
+# `print` and those ipykernel forwards from the process's file descriptors alike, since both
+# go through the stream's `write`) are cut past `MAX_OUTPUT` characters, with one line saying
+# so. A 200 MB print is then never serialized, sent or kept by anyone: the kernel stays well
+# inside its memory limit and goes on with the next cell. The grader's own bound
+# (`_BoundedClient`) stays for output that does not pass through these streams.
+CAP_SOURCE: Final = f"""
+def __labkit_cap__():
+    import sys
+    from IPython import get_ipython
+    seen = [0]
+    def capped(write):
+        def capped_write(text):
+            if not isinstance(text, str):
+                return write(text)
+            before = seen[0]
+            seen[0] = before + len(text)
+            if seen[0] <= {MAX_OUTPUT - len(TRUNCATED) - 1}:
+                return write(text)
+            if before <= {MAX_OUTPUT - len(TRUNCATED) - 1}:
+                write(text[: {MAX_OUTPUT - len(TRUNCATED) - 1} - before] + "\\n")
+                write({TRUNCATED!r})
+            return len(text)
+        return capped_write
+    for stream in (sys.stdout, sys.stderr):
+        stream.write = capped(stream.write)
+    get_ipython().events.register("pre_execute", lambda: seen.__setitem__(0, 0))
+__labkit_cap__()
+del __labkit_cap__
+"""
 STUCK: Final = "the kernel stayed busy after a cell timed out (the interrupt was ignored)"
 # nbclient logs every timeout and interrupt as an error; the grader reports them itself.
 _quiet = logging.getLogger("labkit.grade.nbclient")
@@ -277,6 +307,7 @@ class KernelRunner:
             stdout=subprocess.DEVNULL,
             stderr=kernel_log,
         ):
+            await self._cap_output(client, nb)
             for index, cell in enumerate(nb.cells):
                 remaining = deadline - self.clock()
                 if remaining <= 0:
@@ -296,6 +327,15 @@ class KernelRunner:
                     if not alive:
                         return Execution(cells, True, STUCK)
         return Execution(cells, True)
+
+    async def _cap_output(self, client: NotebookClient, nb: NotebookNode) -> None:
+        """Run `CAP_SOURCE` before the first cell; it is not one of the caller's cells."""
+        cap = new_code_cell(CAP_SOURCE)  # type: ignore[no-untyped-call]
+        nb.cells.append(cap)
+        try:
+            await client.async_execute_cell(cap, len(nb.cells) - 1)
+        finally:
+            nb.cells.pop()
 
     async def _responsive(
         self,

@@ -217,6 +217,14 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args, kernel_args = parse(sys.argv[1:] if argv is None else argv)
+    prepare(args)
+    sys.argv = [sys.argv[0], *kernel_args]
+    runpy.run_module(args.module, run_name="__main__", alter_sys=True)
+
+
+def prepare(args: argparse.Namespace) -> str:
+    """Steps 1 to 3 in this process (the kernel, or a check worker), in the working directory
+    as scratch; returns what Landlock did."""
     scratch = Path.cwd()
     if os.geteuid() == 0:
         become(args.user, scratch)
@@ -232,11 +240,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         # poller would take for "the grader is gone"; the container ends the job with the grader.
         os.environ.pop("JPY_PARENT_PID", None)
     sys.dont_write_bytecode = True
-    confine(scratch, args.sandbox)
+    done = confine(scratch, args.sandbox)
     if sys.path and sys.path[0] in ("", str(scratch)):
         del sys.path[0]  # as ipykernel_launcher does: the cwd is the learner's, not a package
-    sys.argv = [sys.argv[0], *kernel_args]
-    runpy.run_module(args.module, run_name="__main__", alter_sys=True)
+    return done
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@ there (the kernel cannot read `labkit/grade/`).
 
 Owns: calling one check with the learner's implementations (looked up by the check's
 parameter names in the notebook's namespace), turning what happens into one of the outcomes
-and the check author's message, and displaying the result as one
+and the check author's message (the outcome words are the grader's `GradedOutcome` values:
+"passed", "incorrect", "error in your code", "not attempted"), and displaying the result as one
 `application/vnd.labkit.check+json` output the grader reads back. No traceback and no check
 source ever leaves here: only the outcome and the message.
 
@@ -33,7 +34,7 @@ def outcome_of(check: Any, namespace: Any) -> Any:
     except AssertionError as failure:
         return "incorrect", str(failure) or "the check failed"
     except Exception as error:  # the learner's code raised: report it, not a traceback
-        return "error", f"your code raised {type(error).__name__}: {error}"
+        return "error in your code", f"your code raised {type(error).__name__}: {error}"
     return "passed", ""
 
 

@@ -5,21 +5,57 @@ outcomes, the plain feedback file (the author's message for each lost point; nev
 source, never ANSI, never a diff; "all checks passed" only when every check, hidden ones
 included, passed) and the JUnit file (one testcase per check).
 
+Nothing a submission supplies can forge or break a report: every text field is cleaned when a
+model is made (`clean`: ANSI sequences dropped; control characters, lone surrogates, XML's
+forbidden characters, bidirectional overrides and line separators written as visible hex
+escapes; single-line fields keep no newline), so the JSON, the feedback, the JUnit XML and the
+class view all carry the same safe text; and in the feedback every message and notice is
+quoted on its own indented lines (`    | ...`), so no text from a submission can ever begin a
+line the way the report's own lines do ("Score:", an exercise, a check).
+
 Must not import nbclient, nbval or the kernel runner.
 """
 
 from __future__ import annotations
 
 import enum
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
-from typing import Final, Literal
+from typing import Annotated, Final, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict
 
 from labkit.grade.containment import WARNINGS
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
+OUTPUTS_SECTION: Final = "outputs"  # the checked outputs: a section, not an exercise
+_ANSI: Final = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)?")
+# Everything that is not plain printable text: C0 and C1 controls (tab and newline aside), DEL,
+# lone surrogates, the XML non-characters, bidirectional overrides, line/paragraph separators.
+_UNSAFE: Final = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff"
+    "\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]"
+)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def clean(text: str) -> str:
+    """Learner-supplied text made safe to show anywhere; newlines and tabs are kept."""
+    return _UNSAFE.sub(_escape, _ANSI.sub("", text))
+
+
+def clean_line(text: str) -> str:
+    """As `clean`, on one line: a newline or a tab is shown as an escape too."""
+    return clean(text).replace("\n", "\\n").replace("\t", "\\t")
+
+
+Text = Annotated[str, AfterValidator(clean)]
+Line = Annotated[str, AfterValidator(clean_line)]
 
 
 class GradedOutcome(enum.StrEnum):
@@ -33,19 +69,19 @@ class GradedOutcome(enum.StrEnum):
 class CheckScore(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str
-    title: str
+    name: Line
+    title: Line
     hidden: bool
     outcome: GradedOutcome
     points: float
     max_points: float
-    message: str
+    message: Text
 
 
 class ExerciseScore(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    id: str
+    id: Line
     points: float
     max_points: float
     checks: list[CheckScore]
@@ -54,17 +90,19 @@ class ExerciseScore(BaseModel):
 class SubmissionReport(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    schema_version: Literal[1] = SCHEMA_VERSION
-    file: str
+    schema_version: Literal[2] = SCHEMA_VERSION
+    file: Line
     status: Literal["graded", "error"]
-    error: str = ""
-    solution: str | None = None
+    error: Text = ""
+    # The solution notebook graded against, and a sentence when the file name disagrees.
+    solution: Line | None = None
+    mismatch: Line = ""
     points: float = 0.0
     max_points: float = 0.0
     percent: float = 0.0
     exercises: list[ExerciseScore] = []
-    notices: list[str] = []
-    sandbox: str = ""
+    notices: list[Text] = []
+    sandbox: Line = ""
     seconds: float = 0.0
 
     @classmethod
@@ -75,7 +113,7 @@ class SubmissionReport(BaseModel):
 class BatchReport(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[2] = SCHEMA_VERSION
     submissions: list[SubmissionReport]
     graded: int
     errors: int
@@ -113,33 +151,42 @@ def sandbox_warning(report: SubmissionReport) -> bool:
     return report.sandbox.startswith(WARNINGS)
 
 
+def _quote(text: str, indent: str) -> list[str]:
+    """Text from a submission, one quoted line per line: it never starts a report line."""
+    return [f"{indent}| {line}".rstrip() for line in clean(text).split("\n")]
+
+
 def feedback(report: SubmissionReport) -> str:
     """The learner's plain-text feedback."""
     lines = [f"labkit grade: {report.file}"]
     if sandbox_warning(report):
         lines.append(f"Sandbox: {report.sandbox}")
     if report.status == "error":
-        lines += ["", f"Not graded: {report.error}", ""]
+        lines += ["", "Not graded:", *_quote(report.error, "    "), ""]
         return "\n".join(lines)
     lines[0] += f" (solution {report.solution})"
+    if report.mismatch:
+        lines += ["", "Check the file name:", *_quote(report.mismatch, "    ")]
     lines += [
         "",
         f"Score: {_points(report.points)}/{_points(report.max_points)} ({report.percent:g}%)",
     ]
     if report.notices:
         lines += ["", "What changed in your notebook:"]
-        lines += [f"  - {notice}" for notice in report.notices]
+        for notice in report.notices:
+            first, *rest = clean(notice).split("\n")
+            lines.append(f"  - {first}")
+            lines += _quote("\n".join(rest), "    ") if rest else []
     for exercise in report.exercises:
         lines += ["", f"{exercise.id}: {_points(exercise.points)}/{_points(exercise.max_points)}"]
         for check in exercise.checks:
             mark = "hidden, " if check.hidden else ""
-            line = (
+            lines.append(
                 f"  [{check.outcome.value}] {check.title} "
                 f"({mark}{_points(check.points)}/{_points(check.max_points)})"
             )
             if check.outcome is not GradedOutcome.PASSED and check.message:
-                line += f": {check.message}"
-            lines.append(line)
+                lines += _quote(check.message, "      ")
     checks = [c for e in report.exercises for c in e.checks]
     hidden = [c for c in checks if c.hidden]
     lines.append("")
@@ -149,20 +196,24 @@ def feedback(report: SubmissionReport) -> str:
         passed = sum(c.outcome is GradedOutcome.PASSED for c in hidden)
         lines.append(
             f"Hidden checks (run only at grading): {passed} of {len(hidden)} passed. "
-            "Each line above says what was expected and what your code did."
+            "Each quoted line above says what was expected and what your code did."
         )
     return "\n".join(lines) + "\n"
 
 
 def junit(reports: Sequence[SubmissionReport]) -> str:
     """One testsuite per submission, one testcase per check."""
+    # Every attribute passes `clean` again here: a report made with `model_construct` (no
+    # validation) must not break the XML either.
     suites = ET.Element("testsuites", name="labkit grade")
     for report in reports:
-        suite = ET.SubElement(suites, "testsuite", name=report.file)
+        suite = ET.SubElement(suites, "testsuite", name=clean_line(report.file))
         cases = failures = errors = 0
         if report.status == "error":
-            case = ET.SubElement(suite, "testcase", classname=report.file, name="grading")
-            ET.SubElement(case, "error", message=report.error)
+            case = ET.SubElement(
+                suite, "testcase", classname=clean_line(report.file), name="grading"
+            )
+            ET.SubElement(case, "error", message=clean(report.error))
             cases, errors = 1, 1
         for exercise in report.exercises:
             for check in exercise.checks:
@@ -170,14 +221,13 @@ def junit(reports: Sequence[SubmissionReport]) -> str:
                 case = ET.SubElement(
                     suite,
                     "testcase",
-                    classname=f"{report.file}.{exercise.id}",
-                    name=check.title,
+                    classname=clean_line(f"{report.file}.{exercise.id}"),
+                    name=clean_line(check.title),
                 )
                 if check.outcome is not GradedOutcome.PASSED:
                     failures += 1
-                    ET.SubElement(
-                        case, "failure", message=f"{check.outcome.value}: {check.message}".strip()
-                    )
+                    said = clean(f"{check.outcome.value}: {check.message}".strip())
+                    ET.SubElement(case, "failure", message=said)
         suite.set("tests", str(cases))
         suite.set("failures", str(failures))
         suite.set("errors", str(errors))

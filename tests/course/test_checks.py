@@ -12,6 +12,7 @@ import exercise_solutions as sol
 import pytest
 
 import labkit.course
+from labkit.course.exercises.calls import is_learner_file
 from labkit.course.exercises.checkpoints import read_walkthrough
 from labkit.course.exercises.checks import Checker, CheckReport, HintState, UnknownExercise
 from labkit.course.exercises.registry import EXERCISES
@@ -22,7 +23,6 @@ from labkit.course.exercises.trial import (
     Fail,
     Outcome,
     Trial,
-    is_learner_file,
 )
 
 CONTRACT = {"ex1": "claim_and_delete", "ex3": "delete_note", "ex4": "resolve_inside"}
@@ -388,6 +388,7 @@ def test_only_the_learners_files_count_as_learner_frames() -> None:
         Outcome.INCORRECT,
         Outcome.ERROR,
         Outcome.NOT_ATTEMPTED,
+        Outcome.DID_NOT_RUN,
     }
     assert is_learner_file(sol.__file__)
     assert is_learner_file("/tmp/ipykernel_0/1234.py")  # a notebook cell

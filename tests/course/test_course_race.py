@@ -17,7 +17,7 @@ from typing import Any
 import exercise_solutions as sol
 import pytest
 
-from labkit.course.exercises.checks import run_check
+from labkit.course.exercises.checks import InProcessRunner, run_check
 from labkit.course.exercises.fixtures import add_notes, connect, create_ex1_schema
 from labkit.course.exercises.race import ByReference, BySource, NotPortable, carry, race
 from labkit.course.exercises.registry import EXERCISES
@@ -79,7 +79,8 @@ def notebook() -> Iterator[dict[str, Any]]:
 
 
 def run_race(fn: Callable[..., Any], **settings: Any) -> Any:
-    return run_check(EXERCISES["ex1"], RACE, {"claim_and_delete": fn}, CheckSettings(**settings))
+    runner = InProcessRunner({"claim_and_delete": fn})
+    return run_check(EXERCISES["ex1"], RACE, runner, CheckSettings(**settings))
 
 
 def test_a_test_module_function_travels_by_reference_and_races_in_processes() -> None:

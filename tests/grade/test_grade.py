@@ -105,7 +105,7 @@ def _batch(out: Path) -> BatchReport:
 
 
 def _report(out: Path, stem: str) -> SubmissionReport:
-    return SubmissionReport.model_validate_json((out / f"{stem}.json").read_text())
+    return SubmissionReport.model_validate_json((out / "submissions" / f"{stem}.json").read_text())
 
 
 def _checks(sub: SubmissionReport, exercise: str) -> dict[str, GradedOutcome]:
@@ -208,7 +208,7 @@ def test_renamed_notebook_is_matched_by_its_metadata(graded: Graded) -> None:
 
 def test_changed_cells_are_named_in_the_feedback(graded: Graded) -> None:
     _, out, _ = graded
-    text = (out / "reshaped.feedback.txt").read_text()
+    text = (out / "submissions" / "reshaped.feedback.txt").read_text()
     assert "copy of an answer cell" in text
     assert "cell `address` was deleted" in text
     assert "cell `intro` was changed from markdown to code" in text
@@ -235,7 +235,7 @@ def test_a_dead_kernel_fails_the_rest_as_did_not_run(graded: Graded, stem: str) 
     outcomes = {c.outcome for e in sub.exercises for c in e.checks}
     assert outcomes == {GradedOutcome.DID_NOT_RUN}
     assert any("the kernel died" in n for n in sub.notices)
-    text = (out / f"{stem}.feedback.txt").read_text()
+    text = (out / "submissions" / f"{stem}.feedback.txt").read_text()
     assert "did not run" in text and "All checks passed" not in text
 
 
@@ -245,7 +245,7 @@ def test_feedback_has_no_ansi_no_hidden_source_and_no_false_all_passed(
     _, out, junit = graded
     secrets = ["def racing_claims", "os.fork", "_race(", "__labkit_checks__", "CHECKS ="]
     secrets += ["def non_object_elicitation_refused", "_difference(", "_Source(", "MODELESS"]
-    for path in [*out.iterdir(), junit]:
+    for path in [*out.rglob("*.*"), junit]:
         text = path.read_text()
         assert not ANSI.search(text), path.name
         for secret in secrets:

@@ -44,6 +44,12 @@ def course() -> grader.Course:
     return grader.Course.load(FIXTURES, public=lambda exercise: [])
 
 
+# What runs before the checks for the replay fixture: the grader's quiet cell, the 4 code
+# cells of the release (the answer holding the learner's code), and after the answer cell the
+# one naming its functions.
+LEARNER = 6
+
+
 def learner_runs(n: int) -> list[CellRun]:
     return [CellRun(CellStatus.OK) for _ in range(n)]
 
@@ -57,8 +63,11 @@ def test_what_is_sent_to_the_kernel(tmp_path: Path, course: grader.Course) -> No
     runner = FakeRunner()
     graded(tmp_path, course, runner)
     code_cells = [c for c in solved("replay").cells if c.cell_type == "code"]
-    assert runner.sources[: len(code_cells)] == [c.source for c in code_cells]
-    loader, *checks = runner.sources[len(code_cells) :]
+    quiet, setup, answer, mark, *rest = runner.sources[: len(code_cells) + 2]
+    assert quiet == grader.QUIET_SOURCE
+    assert [setup, answer, *rest] == [c.source for c in code_cells]
+    assert mark == "__labkit_quiet__(__labkit_builtins__.globals(), ['claim_and_delete'])\n"
+    loader, *checks = runner.sources[len(code_cells) + 2 :]
     assert "__labkit_builtins__.exec(__labkit_builtins__.compile(" in loader
     assert "racing_claims" in loader
     assert [c.split("[")[-1].split("]")[0] for c in checks] == [
@@ -66,13 +75,14 @@ def test_what_is_sent_to_the_kernel(tmp_path: Path, course: grader.Course) -> No
         "'nonces_per_principal'",
         "'transaction_closed'",
     ]
-    assert runner.scratch_files == ["submission.ipynb"]  # the hidden source is never a file
+    # The hidden source is never a file; `../outputs` is a folder the kernel may write.
+    assert runner.scratch_files == [".outputs", "submission.ipynb"]
 
 
 def test_checks_that_did_not_run_are_failed_never_passed(
     tmp_path: Path, course: grader.Course
 ) -> None:
-    runs = learner_runs(4) + [CellRun(CellStatus.OK), CellRun(CellStatus.DEAD)]
+    runs = learner_runs(LEARNER) + [CellRun(CellStatus.OK), CellRun(CellStatus.DEAD)]
     sub = graded(tmp_path, course, FakeRunner(runs, problem="the kernel died"))
     ex1 = next(e for e in sub.exercises if e.id == "ex1")
     assert [c.outcome for c in ex1.checks] == [GradedOutcome.DID_NOT_RUN] * 3
@@ -82,7 +92,7 @@ def test_checks_that_did_not_run_are_failed_never_passed(
 
 
 def test_a_check_cell_without_a_result_did_not_run(tmp_path: Path, course: grader.Course) -> None:
-    runs = learner_runs(4) + [CellRun(CellStatus.OK), CellRun(CellStatus.OK)]  # no output
+    runs = learner_runs(LEARNER) + [CellRun(CellStatus.OK), CellRun(CellStatus.OK)]  # no output
     runs += [CellRun(CellStatus.OK, [check_output("passed")])]
     runs += [CellRun(CellStatus.OK, [check_output("passed and more")])]  # forged outcome
     sub = graded(tmp_path, course, FakeRunner(runs))
@@ -92,7 +102,7 @@ def test_a_check_cell_without_a_result_did_not_run(tmp_path: Path, course: grade
 
 
 def test_a_failed_loader_fails_its_checks(tmp_path: Path, course: grader.Course) -> None:
-    runs = learner_runs(4) + [CellRun(CellStatus.ERROR, ename="NameError")]
+    runs = learner_runs(LEARNER) + [CellRun(CellStatus.ERROR, ename="NameError")]
     runs += [CellRun(CellStatus.OK, [check_output("passed")])] * 3
     sub = graded(tmp_path, course, FakeRunner(runs))
     assert {c.outcome for c in sub.exercises[0].checks} == {GradedOutcome.DID_NOT_RUN}
@@ -139,7 +149,7 @@ def test_feedback_never_says_all_passed_when_a_hidden_check_failed() -> None:
     text = report.feedback(make_report([GradedOutcome.PASSED, GradedOutcome.INCORRECT]))
     assert "All checks passed" not in text
     assert "Hidden checks (run only at grading): 1 of 2 passed." in text
-    assert "[incorrect] check 1 (hidden, 0/1): expected 1, got nothing" in text
+    assert "  [incorrect] check 1 (hidden, 0/1)\n      | expected 1, got nothing\n" in text
     assert "All checks passed, hidden checks included." in report.feedback(
         make_report([GradedOutcome.PASSED, GradedOutcome.PASSED])
     )
@@ -169,7 +179,8 @@ def test_summary_and_exit_codes() -> None:
     assert batch.exit_code(result, fail_under=60) == 1
     assert batch.exit_code(result, fail_under=50) == 0
     lines = batch.summary(result).splitlines()
-    assert lines[0].split() == ["submission", "score", "%", "status"]
+    assert lines[0].split() == ["submission", "score", "%", "graded", "as"]
+    assert lines[1].split() == ["a.ipynb", "4/4", "100", "replay"]
     assert lines[-1] == "2 graded, 0 not graded, mean 75%, 3.0 s"
 
 
@@ -204,13 +215,13 @@ def with_public(course: grader.Course) -> grader.Course:
 def test_public_checks_are_scored_beside_the_hidden_ones(
     tmp_path: Path, course: grader.Course
 ) -> None:
-    runs = learner_runs(4) + [CellRun(CellStatus.OK)]
+    runs = learner_runs(LEARNER) + [CellRun(CellStatus.OK)]
     runs += [CellRun(CellStatus.OK, [public_output(("claims once", "passed"))])]  # one missing
     runs += [CellRun(CellStatus.OK, [check_output("passed")])] * 3
     runner = FakeRunner(runs)
     sub = graded(tmp_path, with_public(course), runner)
     public_cell = "__labkit_checks__['ex1']['public']('ex1', __labkit_builtins__.globals())\n"
-    assert runner.sources[5] == public_cell
+    assert runner.sources[LEARNER + 1] == public_cell
     ex1 = sub.exercises[0]
     assert [(c.title, c.hidden, c.outcome) for c in ex1.checks[:2]] == [
         ("claims once", False, GradedOutcome.PASSED),
@@ -222,7 +233,7 @@ def test_public_checks_are_scored_beside_the_hidden_ones(
 def test_public_checks_did_not_run_when_the_kernel_died(
     tmp_path: Path, course: grader.Course
 ) -> None:
-    runs = learner_runs(4) + [CellRun(CellStatus.OK), CellRun(CellStatus.DEAD)]
+    runs = learner_runs(LEARNER) + [CellRun(CellStatus.OK), CellRun(CellStatus.DEAD)]
     sub = graded(tmp_path, with_public(course), FakeRunner(runs, problem="the kernel died"))
     outcomes = [c.outcome for c in sub.exercises[0].checks]
     assert outcomes == [GradedOutcome.DID_NOT_RUN] * 5

@@ -21,22 +21,28 @@ Must not import ipywidgets: no widget is needed to check or grade.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from labkit.course.exercises.calls import Answer, Materialized, perform, roundtrip
+from labkit.course.exercises.race import RaceResult, race
 from labkit.course.exercises.registry import EXERCISES
 from labkit.course.exercises.trial import (
     Check,
+    CheckRunner,
     CheckSettings,
     Exercise,
     Outcome,
     Pass,
     Stop,
     Trial,
+    call_bounded,
     exception_line,
     missing_message,
 )
@@ -231,6 +237,48 @@ def main_namespace() -> Mapping[str, Any]:
     return vars(sys.modules["__main__"])
 
 
+class InProcessRunner:
+    """The learner's functions in this process (the notebook's kernel, for feedback): every
+    call goes through the same encoding as the grader's worker (`calls.perform`), so a check
+    sees data, never a learner object, whichever runner it has."""
+
+    def __init__(self, implementations: Mapping[str, Any]) -> None:
+        self._implementations = dict(implementations)
+        self._made = Materialized()
+
+    def call(self, name: str, args: Sequence[Any], timeout: float) -> Answer | None:
+        data = [roundtrip(a) for a in args]
+        got = call_bounded(perform, (self._implementations[name], data, self._made), timeout)
+        if got is None:
+            return None
+        return Answer.from_json(json.loads(json.dumps(got[0])))
+
+    def race(
+        self,
+        name: str,
+        database: Path,
+        calls: Sequence[tuple[Any, ...]],
+        *,
+        timeout: float,
+        lock_timeout: float,
+        delay: float,
+        reset: Callable[[], None],
+    ) -> RaceResult:
+        return race(
+            self._implementations[name],
+            database,
+            calls,
+            timeout=timeout,
+            lock_timeout=lock_timeout,
+            delay=delay,
+            reset=reset,
+        )
+
+    def end_check(self) -> None:
+        self._made.close()
+        self._made = Materialized()
+
+
 class Checker:
     """Runs checks. Every collaborator is injectable: the registry, where learner names are
     looked up, the grader's hidden checks, time bounds and the hint state."""
@@ -279,7 +327,8 @@ class Checker:
                 text = missing_message(missing[0])
                 result = _result(exercise, c, Outcome.NOT_ATTEMPTED, text, is_hidden)
             else:
-                result = run_check(exercise, c, found, self.settings, shared, hidden=is_hidden)
+                runner = InProcessRunner(found)
+                result = run_check(exercise, c, runner, self.settings, shared, hidden=is_hidden)
             log.info("%s · %s: %s", exercise.id, c.name, result.outcome.value)
             results.append(result)
         return CheckReport(exercise.id, exercise.title, tuple(results))
@@ -329,20 +378,44 @@ class Checker:
         return HintText(exercise.id, n, total, exercise.hints[n - 1])
 
 
+def run_checks(
+    exercise: Exercise,
+    checks: Sequence[Check],
+    runner: CheckRunner,
+    defined: Callable[[str], bool],
+    settings: CheckSettings,
+) -> CheckReport:
+    """Run `checks` (public and hidden alike) against the learner's functions behind `runner`
+    (the grader's worker); a contract name `defined` says is missing makes every check not
+    attempted."""
+    missing = [n for n in exercise.contracts if not defined(n)]
+    shared: dict[str, Any] = {}
+    results = []
+    for c in checks:
+        if missing:
+            result = _result(
+                exercise, c, Outcome.NOT_ATTEMPTED, missing_message(missing[0]), c.hidden
+            )
+        else:
+            result = run_check(exercise, c, runner, settings, shared)
+        results.append(result)
+    return CheckReport(exercise.id, exercise.title, tuple(results))
+
+
 def run_check(
     exercise: Exercise,
     check: Check,
-    implementations: Mapping[str, Any],
+    runner: CheckRunner,
     settings: CheckSettings,
     shared: dict[str, Any] | None = None,
     *,
     hidden: bool = False,
 ) -> CheckResult:
-    """Run one check against explicit implementations; its fixtures are cleaned up after."""
+    """Run one check against the learner's functions behind `runner`; its fixtures are
+    cleaned up after."""
+    hidden = hidden or check.hidden
     with ExitStack() as stack:
-        trial = Trial(
-            exercise, check, implementations, settings, {} if shared is None else shared, stack
-        )
+        trial = Trial(exercise, check, runner, settings, {} if shared is None else shared, stack)
         try:
             fail = check.run(trial)
         except Stop as stop:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from labkit.course.exercises.calls import SqliteConnection
 from labkit.course.exercises.fixtures import (
     add_notes,
     claimed,
@@ -24,7 +25,7 @@ from labkit.course.exercises.fixtures import (
     create_ex1_schema,
     note_ids,
 )
-from labkit.course.exercises.race import Racer, race
+from labkit.course.exercises.race import Racer
 from labkit.course.exercises.trial import Check, Exercise, Fail, Outcome, Pass, Trial, stub_message
 
 CONTRACT = "claim_and_delete"
@@ -53,16 +54,13 @@ def _world(
             "INSERT INTO claims (principal, nonce, expires_at) VALUES (?, ?, ?)",
             [(PRINCIPAL, nonce, EXPIRES_AT) for nonce in claims],
         )
+    path.chmod(0o666)  # the learner's side may run as another user
     return path
 
 
-def _learner_connection(t: Trial, path: Path) -> sqlite3.Connection:
-    # The learner's call runs in a worker thread (to bound it), hence check_same_thread.
-    conn = sqlite3.connect(
-        path, isolation_level=None, timeout=t.settings.lock_timeout, check_same_thread=False
-    )
-    t.defer(conn.close)
-    return conn
+def _learner_connection(t: Trial, path: Path) -> SqliteConnection:
+    # A marker: the learner's side opens it (once per check, whatever the number of calls).
+    return SqliteConnection(str(path), lock_timeout=t.settings.lock_timeout)
 
 
 def _look(t: Trial, path: Path) -> _Seen:
@@ -70,7 +68,7 @@ def _look(t: Trial, path: Path) -> _Seen:
         return _Seen(frozenset(note_ids(conn)), frozenset(claimed(conn)))
 
 
-def _claim(t: Trial, conn: sqlite3.Connection, nonce: str, note_id: str) -> Any:
+def _claim(t: Trial, conn: SqliteConnection, nonce: str, note_id: str) -> Any:
     return t.call(CONTRACT, conn, PRINCIPAL, nonce, note_id, EXPIRES_AT)
 
 
@@ -97,7 +95,7 @@ def fresh_claim(t: Trial) -> Fail | None:
         "claiming the new nonce 'n-1' for note-7 should return True, delete note-7 and record "
         "('alice', 'n-1') in claims"
     )
-    if conn.in_transaction:
+    if t.in_transaction(conn.key):
         return _left_open(expected, result)
     seen = _look(t, path)
     problems = [
@@ -129,7 +127,7 @@ def replay_refused(t: Trial) -> Fail | None:
         "a second claim of nonce 'n-1' (already recorded) should return False and leave note-8 "
         "in place"
     )
-    if conn.in_transaction:
+    if t.in_transaction(conn.key):
         return _left_open(expected, result)
     seen = _look(t, path)
     problems = [
@@ -154,7 +152,7 @@ def missing_note(t: Trial) -> Fail | None:
         "a claim of nonce 'n-2' for note-404, which does not exist, should return False and "
         "leave 'n-2' unused"
     )
-    if conn.in_transaction:
+    if t.in_transaction(conn.key):
         return _left_open(expected, result)
     seen = _look(t, path)
     problems = [
@@ -179,7 +177,7 @@ def missing_note(t: Trial) -> Fail | None:
         "after a refused claim for a missing note, claiming 'n-2' again for note-7 (which "
         "exists) should return True and delete note-7"
     )
-    if conn.in_transaction:
+    if t.in_transaction(conn.key):
         return _left_open(expected, again)
     if again is not True or "note-7" in _look(t, path).notes:
         return Fail(
@@ -228,15 +226,7 @@ def two_processes(t: Trial) -> Fail | Pass | None:
         (PRINCIPAL, "n-race", "note-7", EXPIRES_AT),
         (PRINCIPAL, "n-race", "note-8", EXPIRES_AT),
     ]
-    outcome = race(
-        t.impl(CONTRACT),
-        path,
-        calls,
-        timeout=t.settings.race_timeout,
-        lock_timeout=t.settings.lock_timeout,
-        delay=t.settings.race_statement_delay,
-        reset=reset,
-    )
+    outcome = t.race(CONTRACT, path, calls, reset)
     racers = outcome.racers
     who = "two processes" if outcome.processes else "two threads"
     expected = (

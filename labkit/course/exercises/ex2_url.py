@@ -18,6 +18,8 @@ from typing import Any
 from labkit.course.exercises.trial import Check, Exercise, Fail, Raised, Trial
 from labkit.errors import MISSING_CAPABILITY, ProtocolError
 
+PROTOCOL_ERROR = f"{ProtocolError.__module__}.{ProtocolError.__qualname__}"
+
 CONTRACT = "url_elicitation"
 MESSAGE = "Connect the report service to continue."
 URL = "http://127.0.0.1:8000/connect/report-service/link-1"
@@ -75,8 +77,8 @@ def _refuses(t: Trial, capabilities: dict[str, Any], described: str) -> Fail | N
             "check this request's capabilities first: a mode the request did not declare is "
             "never offered",
         )
-    error = outcome.exception
-    if not isinstance(error, ProtocolError):
+    error = outcome.error
+    if not error.is_a(PROTOCOL_ERROR):
         t.crashed(outcome, "raise labkit.ProtocolError(code, message, data) for the refusal")
     if error.code != MISSING_CAPABILITY or error.data != REQUIRED:
         return Fail(

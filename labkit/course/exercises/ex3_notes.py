@@ -20,12 +20,12 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from labkit.course.exercises.calls import RootsAuthorizer, SqliteConnection
 from labkit.course.exercises.fixtures import (
     WORKSPACE_URI,
     add_notes,
     connect,
     create_ex3_schema,
-    example_authorizer,
     note_ids,
 )
 from labkit.course.exercises.trial import Check, Exercise, Fail, Trial
@@ -38,18 +38,21 @@ NOTES = (
 )
 ALL_IDS = frozenset(n for n, _, _ in NOTES)
 MOVED_TO = "file:///work/private/tps.md"
-_STARTS_WORK = ("BEGIN", "SAVEPOINT", "DELETE", "UPDATE", "INSERT", "REPLACE")
+# The course's example authorizer (`fixtures.example_authorizer`), as a marker.
+AUTHORIZER = RootsAuthorizer(grants=(("alice", (WORKSPACE_URI,)), ("bob", ("file:///work/other",))))
 
 
-def _world(t: Trial) -> tuple[Path, sqlite3.Connection]:
+def _world(
+    t: Trial, before_first_work: tuple[str, tuple[str, ...]] | None = None
+) -> tuple[Path, SqliteConnection]:
     path = t.tempdir() / "notes.sqlite3"
     with closing(connect(path)) as conn:
         create_ex3_schema(conn)
         add_notes(conn, NOTES)
-    learner = sqlite3.connect(
-        path, isolation_level=None, timeout=t.settings.lock_timeout, check_same_thread=False
+    path.chmod(0o666)  # the learner's side may run as another user
+    learner = SqliteConnection(
+        str(path), lock_timeout=t.settings.lock_timeout, before_first_work=before_first_work
     )
-    t.defer(learner.close)
     return path, learner
 
 
@@ -59,14 +62,14 @@ def _ids(t: Trial, path: Path) -> frozenset[str]:
 
 
 def _delete(
-    t: Trial, conn: sqlite3.Connection, principal: str, note_id: str, workspace: str = WORKSPACE_URI
+    t: Trial, conn: SqliteConnection, principal: str, note_id: str, workspace: str = WORKSPACE_URI
 ) -> Any:
-    return t.call(CONTRACT, conn, example_authorizer(), principal, workspace, note_id)
+    return t.call(CONTRACT, conn, AUTHORIZER, principal, workspace, note_id)
 
 
 def _verdict(
     t: Trial,
-    conn: sqlite3.Connection,
+    conn: SqliteConnection,
     path: Path,
     result: Any,
     expected: str,
@@ -75,7 +78,7 @@ def _verdict(
     left: frozenset[str],
     next_step: str,
 ) -> Fail | None:
-    if conn.in_transaction:
+    if t.in_transaction(conn.key):
         return Fail(
             expected,
             f"it returned {result!r} with its transaction still open (BEGIN without COMMIT or "
@@ -118,29 +121,17 @@ def inside_deleted(t: Trial) -> Fail | None:
 
 
 def moved_after_form(t: Trial) -> Fail | None:
-    path, conn = _world(t)
-    moved: list[str] = []
-    # Used from inside the learner's call, which runs in the bounding worker thread.
-    mover = sqlite3.connect(
-        path, isolation_level=None, timeout=t.settings.lock_timeout, check_same_thread=False
+    # Another writer moves note-2 out just before the learner's first statement that starts
+    # work (the marker's connection stages it), as a concurrent request would.
+    path, conn = _world(
+        t, before_first_work=("UPDATE notes SET uri = ? WHERE id = ?", (MOVED_TO, "note-2"))
     )
-    t.defer(mover.close)
-
-    def on_statement(statement: str) -> None:
-        if moved or not statement.lstrip().upper().startswith(_STARTS_WORK):
-            return
-        try:
-            mover.execute("UPDATE notes SET uri = ? WHERE id = ?", (MOVED_TO, "note-2"))
-            moved.append("moved")
-        except sqlite3.Error as exc:  # the learner already holds the lock: nothing to stage
-            moved.append(f"not moved ({exc})")
-
-    conn.set_trace_callback(on_statement)
     result = _delete(t, conn, "alice", "note-2")
-    conn.set_trace_callback(None)
+    with closing(sqlite3.connect(path, timeout=t.settings.lock_timeout)) as look:
+        now = look.execute("SELECT uri FROM notes WHERE id = 'note-2'").fetchone()
     where = (
         f"moved to {MOVED_TO} just before your function began its transaction"
-        if moved == ["moved"]
+        if now is not None and now[0] == MOVED_TO
         else "meant to be moved out just before your transaction"
     )
     return _verdict(

@@ -64,9 +64,9 @@ def _refuses(
 ) -> Fail | None:
     outcome = t.attempt(CONTRACT, tree.root, relative)
     if isinstance(outcome, Raised):
-        if isinstance(outcome.exception, PermissionError):
+        if outcome.error.is_a("PermissionError"):
             return None
-        if isinstance(outcome.exception, OSError | ValueError):
+        if outcome.error.is_a("OSError") or outcome.error.is_a("ValueError"):
             return Fail(expected, f"it raised {outcome.summary}", WRONG_EXCEPTION_NEXT)
         t.crashed(outcome)
     return Fail(expected, f"it returned {_show(tree, outcome.value)}{why}", next_step)

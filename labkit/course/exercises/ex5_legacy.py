@@ -15,10 +15,9 @@ Must not import ipywidgets.
 from __future__ import annotations
 
 import copy
-import itertools
-from collections.abc import Callable
 from typing import Any
 
+from labkit.course.exercises.calls import IdSource
 from labkit.course.exercises.trial import Check, Exercise, Fail, Trial
 
 CONTRACT = "to_legacy_requests"
@@ -46,15 +45,12 @@ URL: dict[str, Any] = {
 ROOTS: dict[str, Any] = {"method": "roots/list"}
 
 
-def _sources() -> tuple[Callable[[], int], Callable[[], str]]:
-    ids = itertools.count(100)
-    elicitations = (f"elicit-{n}" for n in itertools.count(1))
-    return (lambda: next(ids)), (lambda: next(elicitations))
+NEXT_ID = IdSource("next_id", start=100)
+NEW_ELICITATION_ID = IdSource("new_elicitation_id", start=1, prefix="elicit-")
 
 
 def _run(t: Trial, input_requests: dict[str, Any]) -> Any:
-    next_id, new_elicitation_id = _sources()
-    return t.call(CONTRACT, input_requests, next_id, new_elicitation_id)
+    return t.call(CONTRACT, input_requests, NEXT_ID, NEW_ELICITATION_ID)
 
 
 def _compare(
@@ -120,8 +116,8 @@ def url_entry_gets_elicitation_id(t: Trial) -> Fail | None:
 
 def input_left_unchanged(t: Trial) -> Fail | None:
     original = {"connect": copy.deepcopy(URL), "delete_choice": copy.deepcopy(FORM)}
-    given = copy.deepcopy(original)
-    _run(t, given)
+    _run(t, copy.deepcopy(original))
+    given = t.args_after()[0]
     if given != original:
         return Fail(
             "the inputRequests map passed in should be left exactly as it was",

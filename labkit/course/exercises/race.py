@@ -14,7 +14,7 @@ statements overlap on a busy two-core machine, the way they would under load; a 
 single transaction (`BEGIN IMMEDIATE`) makes the second racer wait and is unaffected.
 
 Must not import ipywidgets: children import this module, so it imports only the stdlib and
-`labkit.course.exercises.trial`.
+`labkit.course.exercises.calls`.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from labkit.course.exercises.trial import Frame, exception_line, format_frames, learner_frames
+from labkit.course.exercises.calls import Frame, exception_line, format_frames, learner_frames
 
 _MAIN_MODULES = ("__main__", "__mp_main__")
 # Every line of the parent-child protocol starts with this; the child's own prints go to its

@@ -1,36 +1,54 @@
 """What an exercise is written with: the four outcomes, the `Exercise`/`Check` registry
 types, what a check function returns (`Fail`, `Pass`), and `Trial`, what one check run sees.
 
-Owns: `Outcome`, `Exercise`, `Check`, `Fail`, `Pass`, `CheckSettings`, `Trial` and its bounded
-call into learner code (`call_bounded`, `Returned`, `Raised`), the learner-frames-only
-traceback, and the stub and missing-name messages.
+Owns: `Outcome`, `Exercise`, `Check`, `Fail`, `Pass`, `CheckSettings`, the `CheckRunner` protocol
+(where the learner's functions run: the notebook's kernel or the grader's worker), `Trial` and
+its bounded calls into learner code (`call_bounded`, `Returned`, `Raised`: data, never learner
+objects; arguments are data and the markers of `labkit.course.exercises.calls`), and the stub
+and missing-name messages.
 
 Each check ends in exactly one outcome (Kaggle Learn's learntools has the same four): *not
 attempted* (the name is undefined, or the starter stub still raises `NotImplementedError`),
 *incorrect* (it ran and the result is wrong), *error in your code* (the learner's exception,
 with only the learner's frames), *passed*.
 
-Exercise modules import this one; it imports no exercise, the registry or the check engine, so
-the exercises and the engine that runs them form no circle. Must not import ipywidgets.
+Exercise modules import this one; it imports `calls` (data across the boundary) and no
+exercise, the registry or the check engine, so the exercises and the engine that runs them
+form no circle. Must not import ipywidgets.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
-import os
-import sys
-import sysconfig
 import tempfile
 import threading
-import traceback
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
-import labkit
+from labkit.course.exercises.calls import (
+    Answer,
+    Frame,
+    LearnerError,
+    exception_line,
+    format_frames,
+    learner_frames,
+    learner_traceback,
+)
+
+if TYPE_CHECKING:
+    from labkit.course.exercises.race import RaceResult
+
+__all__ = [
+    "Frame",
+    "exception_line",
+    "format_frames",
+    "learner_frames",
+    "learner_traceback",
+]
 
 log = logging.getLogger("labkit.course.checks")
 
@@ -44,6 +62,7 @@ class Outcome(enum.Enum):
     INCORRECT = "incorrect"
     ERROR = "error in your code"
     NOT_ATTEMPTED = "not attempted"
+    DID_NOT_RUN = "did not run"  # grading only: the check could not run (never passed)
 
 
 # --- what a check function returns -------------------------------------------------------
@@ -80,6 +99,7 @@ class Check:
     run: Callable[[Trial], Fail | Pass | None]
     expects: str
     points: float = 1
+    hidden: bool = False
     on_error: str = (
         "fix the line shown last above (the error text is Python's own, so you can search for it)"
     )
@@ -119,17 +139,54 @@ class CheckSettings:
 
 @dataclass(frozen=True)
 class Returned:
+    """The learner's function returned `value` (decoded data: never a learner object)."""
+
     value: Any
+    effects: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Raised:
-    exception: BaseException
-    traceback: str
+    """The learner's function raised: the exception as data."""
+
+    error: LearnerError
+    effects: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def summary(self) -> str:
-        return exception_line(self.exception)
+        return self.error.summary
+
+    @property
+    def traceback(self) -> str:
+        return self.error.traceback
+
+
+class CheckRunner(Protocol):
+    """Where the learner's functions run: in the notebook's kernel (feedback) or in the
+    grader's worker process (the grade). Arguments are data and markers; answers are data."""
+
+    def call(self, name: str, args: Sequence[Any], timeout: float) -> Answer | None:
+        """One call; None when it did not return within `timeout` seconds."""
+        ...
+
+    def race(
+        self,
+        name: str,
+        database: Path,
+        calls: Sequence[tuple[Any, ...]],
+        *,
+        timeout: float,
+        lock_timeout: float,
+        delay: float,
+        reset: Callable[[], None],
+    ) -> RaceResult:
+        """`name(conn, *args)` for each `args` at once, each with its own connection; `reset`
+        rebuilds the database when the race has to start again (with threads)."""
+        ...
+
+    def end_check(self) -> None:
+        """The check ended: close what its markers opened."""
+        ...
 
 
 class Stop(Exception):
@@ -142,28 +199,27 @@ class Stop(Exception):
 
 
 class Trial:
-    """What one check run sees: the learner's implementations, bounded calls, a private
+    """What one check run sees: a runner for the learner's functions, bounded calls, a private
     temporary folder, cleanup callbacks, and values shared by the checks of one run."""
 
     def __init__(
         self,
         exercise: Exercise,
         check: Check,
-        implementations: Mapping[str, Any],
+        runner: CheckRunner,
         settings: CheckSettings,
         shared: dict[str, Any],
         stack: ExitStack,
     ) -> None:
         self.exercise = exercise
         self.check = check
-        self.implementations = implementations
+        self.runner = runner
         self.settings = settings
         self._shared = shared
         self._stack = stack
         self._tmp: Path | None = None
-
-    def impl(self, name: str) -> Any:
-        return self.implementations[name]
+        self.effects: Mapping[str, Any] = {}
+        stack.callback(runner.end_check)
 
     def defer(self, callback: Callable[[], object]) -> None:
         """Run `callback` when the check ends, whatever happened (errors ignored)."""
@@ -181,6 +237,8 @@ class Trial:
             made = tempfile.TemporaryDirectory(prefix="labkit-check-", dir=self.settings.tmp_parent)
             self._stack.callback(made.cleanup)
             self._tmp = Path(made.name)
+            # The learner's side may run as another user (the grader's worker).
+            self._tmp.chmod(0o777)
         return self._tmp
 
     def once(self, key: str, factory: Callable[[], T]) -> T:
@@ -190,21 +248,35 @@ class Trial:
         value: T = self._shared[key]
         return value
 
+    def in_transaction(self, key: str = "conn") -> bool:
+        """Whether the connection marker `key` was left inside a transaction by the last call."""
+        return bool(self.effects.get("in_transaction", {}).get(key, False))
+
+    def drawn(self, key: str) -> list[Any]:
+        """The ids the last call drew from the `IdSource` marker `key`."""
+        return list(self.effects.get("drawn", {}).get(key, []))
+
+    def args_after(self) -> list[Any]:
+        """The arguments of the last call as the learner's code left them (data)."""
+        return list(self.effects.get("args", []))
+
     def attempt(self, name: str, *args: Any) -> Returned | Raised:
         """Call the learner's `name` with a time bound. A stub ends the check as not attempted
         and a hang as an error; any other exception comes back as `Raised`."""
-        fn = self.impl(name)
-        result = call_bounded(fn, args, self.settings.call_timeout)
-        if result is None:
+        answer = self.runner.call(name, args, self.settings.call_timeout)
+        if answer is None:
             self.stop(
                 Outcome.ERROR,
                 f"{self.check.expects}, but your code did not return within "
                 f"{self.settings.call_timeout:g} s, so the check stopped waiting. "
                 "Next: look for a loop that never ends or a lock your code waits for.",
             )
-        if isinstance(result, Raised) and isinstance(result.exception, NotImplementedError):
+        self.effects = answer.effects
+        if answer.kind == "stub":
             self.stop(Outcome.NOT_ATTEMPTED, stub_message(name))
-        return result
+        if answer.error is not None:
+            return Raised(answer.error, answer.effects)
+        return Returned(answer.value, answer.effects)
 
     def call(self, name: str, *args: Any) -> Any:
         """Like `attempt`, but any exception ends the check as an error in the learner's code."""
@@ -212,6 +284,23 @@ class Trial:
         if isinstance(result, Raised):
             self.crashed(result)
         return result.value
+
+    def race(
+        self,
+        name: str,
+        database: Path,
+        calls: Sequence[tuple[Any, ...]],
+        reset: Callable[[], None],
+    ) -> RaceResult:
+        return self.runner.race(
+            name,
+            database,
+            calls,
+            timeout=self.settings.race_timeout,
+            lock_timeout=self.settings.lock_timeout,
+            delay=self.settings.race_statement_delay,
+            reset=reset,
+        )
 
     def crashed(self, raised: Raised, next_step: str | None = None) -> NoReturn:
         self.stop(
@@ -224,25 +313,23 @@ class Trial:
         raise Stop(outcome, detail)
 
 
-def call_bounded(
-    fn: Callable[..., Any], args: Sequence[Any], timeout: float
-) -> Returned | Raised | None:
-    """Run `fn(*args)` in a daemon thread and wait at most `timeout` seconds.
-
-    None means it did not return in time: the thread is abandoned (Python cannot stop it), but
-    the check and the notebook carry on (COURSE.md, complaint 7)."""
-    box: list[Returned | Raised] = []
+def call_bounded(fn: Callable[..., T], args: Sequence[Any], timeout: float) -> tuple[T] | None:
+    """Run `fn(*args)` in a daemon thread and wait at most `timeout` seconds; `fn` must not
+    raise (it is `calls.perform`). None means it did not return in time: the thread is
+    abandoned (Python cannot stop it), but the check and the notebook carry on (COURSE.md,
+    complaint 7)."""
+    box: list[T] = []
 
     def target() -> None:
         try:
-            box.append(Returned(fn(*args)))
-        except BaseException as exc:  # the learner's code may raise anything, even SystemExit
-            box.append(Raised(exc, learner_traceback(exc)))
+            box.append(fn(*args))
+        except BaseException:  # nothing to report: the caller sees None, as for a hang
+            log.debug("bounded call failed", exc_info=True)
 
     thread = threading.Thread(target=target, name="labkit-check-call", daemon=True)
     thread.start()
     thread.join(timeout)
-    return box[0] if box else None
+    return (box[0],) if box else None
 
 
 def stub_message(name: str) -> str:
@@ -257,86 +344,3 @@ def missing_message(name: str) -> str:
         f"`{name}` is not defined in this notebook yet. Next: run the cell that defines it "
         "(after a kernel restart, run the notebook from the top)."
     )
-
-
-# --- tracebacks with only the learner's frames ------------------------------------------
-
-_LABKIT_DIR = os.path.realpath(os.path.dirname(labkit.__file__)) + os.sep
-
-
-def _library_dirs() -> tuple[str, ...]:
-    paths = sysconfig.get_paths()
-    dirs = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
-    return tuple(sorted(os.path.realpath(d) + os.sep for d in dirs))
-
-
-_LIBRARY_DIRS = _library_dirs()
-
-
-def is_learner_file(filename: str) -> bool:
-    """False for labkit itself, the standard library, site-packages and frozen modules."""
-    if filename.startswith("<frozen"):
-        return False
-    if not os.path.isabs(filename):
-        return True  # "<string>", "<stdin>", a cell name: written by the learner
-    real = os.path.realpath(filename)
-    return not (real.startswith(_LABKIT_DIR) or real.startswith(_LIBRARY_DIRS))
-
-
-@dataclass(frozen=True)
-class Frame:
-    filename: str
-    lineno: int
-    name: str
-    line: str
-
-
-def learner_frames(exc: BaseException) -> list[Frame]:
-    return [
-        Frame(f.filename, f.lineno or 0, f.name, (f.line or "").strip())
-        for f in traceback.extract_tb(exc.__traceback__)
-        if is_learner_file(f.filename)
-    ]
-
-
-def exception_line(exc: BaseException) -> str:
-    """The exception's type and message, verbatim, as Python prints them (searchable)."""
-    return "".join(traceback.format_exception_only(type(exc), exc)).strip()
-
-
-def format_frames(frames: Sequence[Frame], last_line: str) -> str:
-    lines = []
-    for f in frames:
-        lines.append(f"  {display_location(f.filename, f.lineno)}, in {f.name}")
-        if f.line:
-            lines.append(f"    {f.line}")
-    lines.append(last_line)
-    return "\n".join(lines)
-
-
-def learner_traceback(exc: BaseException) -> str:
-    """Only the learner's frames, then the exception line; never a bare library traceback."""
-    return format_frames(learner_frames(exc), exception_line(exc))
-
-
-def display_location(filename: str, lineno: int) -> str:
-    """`Cell In[3], line 4` for a notebook cell (as IPython says it), else the file."""
-    shell = _ipython()
-    if shell is not None:
-        try:
-            kind, name = shell.compile.format_code_name(filename) or (None, None)
-        except Exception:  # IPython internals changed: fall back to the file name
-            kind = name = None
-        if kind is not None:
-            return f"{kind} {name}, line {lineno}"
-    return f'File "{filename}", line {lineno}'
-
-
-def _ipython() -> Any:
-    module = sys.modules.get("IPython")
-    if module is None:
-        return None
-    try:
-        return module.get_ipython()
-    except Exception:
-        return None

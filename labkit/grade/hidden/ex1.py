@@ -3,17 +3,24 @@
 The replay store is SQLite with the course's tables (`labkit.course.exercises.fixtures`):
 `claims(principal, nonce, expires_at)` keyed by (principal, nonce) and `notes(id, uri, title)`.
 The connection is in autocommit mode (`isolation_level=None`), so the function owns its
-transaction. The public checks run one process; these race eight.
+transaction. The public checks race two processes; these race six, each for a note of its
+own and all with the same nonce, so an answer that decides outside one transaction shows as
+more than one winner and more than one note gone (racers on one note would hide it: the
+second DELETE finds nothing). Each racer's statements are slowed a little, as under load, so
+they overlap. After every call, another connection must get the write lock at once: an open
+transaction or a held lock is caught even when the answer returns the right value.
 Imports nothing from labkit (the kernel runs this source from a string).
 """
 
 import os
 import sqlite3
 import tempfile
+import time
 from typing import Any
 
-RACERS = 8
-ROUNDS = 10
+RACERS = 6
+ROUNDS = 2
+STATEMENT_DELAY = 0.01  # seconds before each SQL statement of a racer
 EXPIRES = 4_102_444_800.0  # 2100-01-01: never expired during a check
 
 
@@ -43,18 +50,33 @@ def _note_exists(conn: Any, note_id: Any) -> Any:
     return conn.execute("SELECT 1 FROM notes WHERE id = ?", (note_id,)).fetchone() is not None
 
 
-def _race(claim_and_delete: Any, path: Any, nonce: Any, note_id: Any) -> Any:
-    """RACERS processes call at once; returns each one's result: True, False or an error."""
+def _lock_free(path: Any) -> Any:
+    """Whether another connection gets the write lock at once (no transaction left open)."""
+    other = sqlite3.connect(path, isolation_level=None, timeout=0)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        other.close()
+
+
+def _race(claim_and_delete: Any, path: Any, nonce: Any, note_ids: Any) -> Any:
+    """One process per note calls at once; returns each one's result: True, False or an
+    error."""
     start_r, start_w = os.pipe()
     done_r, done_w = os.pipe()
     children = []
-    for _ in range(RACERS):
+    for note_id in note_ids:
         pid = os.fork()
         if pid == 0:  # the child: wait for the start, claim, report one line, leave
             code = 0
             try:
                 os.close(start_w)
                 conn = _connect(path)
+                conn.set_trace_callback(lambda _statement: time.sleep(STATEMENT_DELAY))
                 os.read(start_r, 1)
                 try:
                     won = claim_and_delete(conn, "alice", nonce, note_id, EXPIRES)
@@ -66,7 +88,7 @@ def _race(claim_and_delete: Any, path: Any, nonce: Any, note_id: Any) -> Any:
                 code = 1
             os._exit(code)
         children.append(pid)
-    os.write(start_w, b"x" * RACERS)  # every child wakes on one byte
+    os.write(start_w, b"x" * len(note_ids))  # every child wakes on one byte
     results = []
     with os.fdopen(done_r, "rb") as lines:
         os.close(done_w)
@@ -78,28 +100,34 @@ def _race(claim_and_delete: Any, path: Any, nonce: Any, note_id: Any) -> Any:
     return results
 
 
+def _racing_error(error: Any) -> Any:
+    if "locked" in error:
+        return "start the transaction with BEGIN IMMEDIATE, so a rival waits for the write lock"
+    return "a rival's claim is an expected case: return False for it"
+
+
 def racing_claims(claim_and_delete: Any) -> Any:
     path, conn = _database()
     for number in range(ROUNDS):
-        note_id = f"note-{number}"
-        conn.execute(
-            "INSERT INTO notes VALUES (?, ?, ?)", (note_id, _uri(note_id), f"report {number}")
+        note_ids = [f"note-{number}-{racer}" for racer in range(RACERS)]
+        conn.executemany(
+            "INSERT INTO notes VALUES (?, ?, ?)", [(n, _uri(n), f"report {n}") for n in note_ids]
         )
-        results = _race(claim_and_delete, path, f"nonce-{number}", note_id)
+        results = _race(claim_and_delete, path, f"nonce-{number}", note_ids)
         errors = [r[1:] for r in results if r.startswith("E")]
         if any(e.startswith("NotImplementedError") for e in errors):
             raise NotImplementedError
         assert not errors, (
             f"expected no errors from {RACERS} processes claiming the same nonce at once, got "
-            f"{errors[0]!r} (claim with BEGIN IMMEDIATE; 'database is locked' is retryable)"
+            f"{errors[0]!r} ({_racing_error(errors[0])})"
         )
         winners = results.count("T")
-        assert winners == 1, (
-            f"expected exactly one winner among {RACERS} racing processes, got {winners} "
-            f"in round {number + 1} of {ROUNDS}"
-        )
-        assert not _note_exists(conn, note_id), (
-            f"expected the note deleted by the winner, got it still there in round {number + 1}"
+        gone = [n for n in note_ids if not _note_exists(conn, n)]
+        assert winners == 1 and len(gone) == 1, (
+            f"expected exactly one winner and one note deleted among {RACERS} racing processes "
+            f"(one note each, the same nonce), got {winners} winner(s) and {len(gone)} note(s) "
+            f"deleted in round {number + 1} of {ROUNDS} (decide whether the nonce is new inside "
+            "the one transaction that deletes, after BEGIN IMMEDIATE)"
         )
 
 
@@ -121,20 +149,25 @@ def nonces_per_principal(claim_and_delete: Any) -> Any:
 
 
 def transaction_closed(claim_and_delete: Any) -> Any:
-    _, conn = _database()
+    path, conn = _database()
     conn.execute("INSERT INTO notes VALUES ('a', ?, 'A')", (_uri("a"),))
-    claim_and_delete(conn, "alice", "n-1", "a", EXPIRES)
-    assert not conn.in_transaction, (
-        "expected no open transaction after a successful claim, got one left open (COMMIT)"
-    )
-    claim_and_delete(conn, "alice", "n-1", "a", EXPIRES)
-    assert not conn.in_transaction, (
-        "expected no open transaction after a refused replay, got one left open (ROLLBACK)"
-    )
+    for what, nonce, note_id, end in (
+        ("a successful claim", "n-1", "a", "COMMIT"),
+        ("a refused replay", "n-1", "a", "ROLLBACK"),
+        ("a claim for a missing note", "n-2", "missing", "ROLLBACK"),
+    ):
+        claim_and_delete(conn, "alice", nonce, note_id, EXPIRES)
+        assert not conn.in_transaction, (
+            f"expected no open transaction after {what}, got one left open ({end})"
+        )
+        assert _lock_free(path), (
+            f"expected another connection to get the write lock after {what}, got "
+            f"'database is locked' ({end} on every path)"
+        )
 
 
 CHECKS = (
-    (racing_claims, 3, f"exactly one winner among {RACERS} racing processes"),
+    (racing_claims, 3, f"one winner and one note deleted among {RACERS} racing processes"),
     (nonces_per_principal, 1, "nonces are per principal; a replay keeps the note"),
-    (transaction_closed, 1, "the transaction is closed on every path"),
+    (transaction_closed, 1, "the transaction is closed and the write lock free on every path"),
 )

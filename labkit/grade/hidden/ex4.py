@@ -2,8 +2,9 @@
 
 The symlink policy: a path whose resolution leaves `root` raises PermissionError; a link that
 stays inside resolves. The traps the public checks do not show: a directory link in the middle
-of the path, an absolute link, a chain of links, a dangling link and a loop. Each check builds
-its own tree in a fresh directory and names the file that must stay out of reach.
+of the path, an absolute link, a chain of links, a dangling link, a loop, and a root that is
+itself reached through a link (so only a resolved root contains the resolved files). Each
+check builds its own tree in a fresh directory and names the file that must stay out of reach.
 Imports nothing from labkit (the kernel runs this source from a string).
 """
 
@@ -84,6 +85,25 @@ def link_inside_allowed(resolve_inside: Any) -> Any:
     assert Path(result) == expected, f"expected {expected.name} inside the root, got {result!r}"
 
 
+def root_through_a_link(resolve_inside: Any) -> Any:
+    base, root = _tree()
+    os.symlink("root", base / "current")
+    expected = root / "docs" / "a.txt"
+    try:
+        result = resolve_inside(base / "current", "docs/a.txt")
+    except NotImplementedError:
+        raise
+    except PermissionError:
+        raise AssertionError(
+            "expected docs/a.txt allowed under a root given as a link to the real root, got "
+            "PermissionError (resolve the root too: the resolved file lies under the resolved "
+            "root, never under the link's own path)"
+        ) from None
+    assert Path(result) == expected, (
+        f"expected the real path <root>/docs/a.txt for a root given as a link, got {result!r}"
+    )
+
+
 CHECKS = (
     (directory_link_in_the_middle, 2, "a directory link in the middle of the path is refused"),
     (absolute_link, 1, "an absolute link outside is refused"),
@@ -91,4 +111,5 @@ CHECKS = (
     (dangling_link, 1, "a dangling link is refused"),
     (link_loop, 1, "a loop of links is refused, not followed forever"),
     (link_inside_allowed, 1, "a link that stays inside resolves"),
+    (root_through_a_link, 1, "a root given through a link still holds its files"),
 )

@@ -1,0 +1,19 @@
+# mistake: a plain INSERT, so a replay escapes as sqlite3.IntegrityError instead of returning False | outcome: error in your code | next: an expected case
+DELETE_SQL = "DELETE FROM notes WHERE id = ?"
+
+
+def claim_and_delete(conn, principal, nonce, note_id, expires_at):
+    conn.execute("BEGIN IMMEDIATE")  # the write lock first: a rival process waits here
+    try:
+        conn.execute(
+            "INSERT INTO claims (principal, nonce, expires_at) VALUES (?, ?, ?)",
+            (principal, nonce, expires_at),
+        )
+        if conn.execute(DELETE_SQL, (note_id,)).rowcount != 1:
+            conn.execute("ROLLBACK")
+            return False
+        conn.execute("COMMIT")
+        return True
+    except BaseException:
+        conn.execute("ROLLBACK")  # an error never leaves half a claim behind
+        raise

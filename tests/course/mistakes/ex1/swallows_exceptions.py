@@ -1,0 +1,19 @@
+# mistake: catches every exception and returns False without ROLLBACK, leaving the transaction open and the write lock held | outcome: incorrect | next: COMMIT or ROLLBACK
+CLAIM_SQL = (
+    "INSERT INTO claims (principal, nonce, expires_at) VALUES (?, ?, ?) "
+    "ON CONFLICT (principal, nonce) DO NOTHING"
+)
+DELETE_SQL = "DELETE FROM notes WHERE id = ?"
+
+
+def claim_and_delete(conn, principal, nonce, note_id, expires_at):
+    conn.execute("BEGIN IMMEDIATE")  # the write lock first: a rival process waits here
+    try:
+        is_new = conn.execute(CLAIM_SQL, (principal, nonce, expires_at)).rowcount == 1
+        if is_new and conn.execute(DELETE_SQL, (note_id,)).rowcount == 1:
+            conn.execute("COMMIT")
+            return True
+        conn.execute("ROLLBACK")
+        return False
+    except Exception:
+        return False  # something went wrong: just say no

@@ -1,0 +1,31 @@
+# mistake: the claim commits in one transaction and the delete runs in a second one; a failing delete leaves the nonce used | outcome: incorrect | next: one transaction
+CLAIM_SQL = (
+    "INSERT INTO claims (principal, nonce, expires_at) VALUES (?, ?, ?) "
+    "ON CONFLICT (principal, nonce) DO NOTHING"
+)
+DELETE_SQL = "DELETE FROM notes WHERE id = ?"
+
+
+def claim_and_delete(conn, principal, nonce, note_id, expires_at):
+    conn.execute("BEGIN IMMEDIATE")  # the write lock first: a rival process waits here
+    try:
+        if conn.execute(CLAIM_SQL, (principal, nonce, expires_at)).rowcount != 1:
+            conn.execute("ROLLBACK")
+            return False
+        conn.execute("COMMIT")  # the claim is safe now
+    except BaseException:
+        conn.execute("ROLLBACK")  # an error never leaves half a claim behind
+        raise
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if conn.execute(DELETE_SQL, (note_id,)).rowcount != 1:
+            conn.execute(
+                "DELETE FROM claims WHERE principal = ? AND nonce = ?", (principal, nonce)
+            )
+            conn.execute("COMMIT")
+            return False
+        conn.execute("COMMIT")
+        return True
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise

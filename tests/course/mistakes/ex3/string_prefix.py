@@ -1,0 +1,15 @@
+# mistake: containment by string prefix, so file:///work/notes-evil counts as inside file:///work/notes | outcome: incorrect | next: path components
+def delete_note(conn, authorizer, principal, workspace_uri, note_id):
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        allowed = authorize(authorizer, principal, parse_file_uri(workspace_uri)) is not None
+        row = conn.execute("SELECT uri FROM notes WHERE id = ?", (note_id,)).fetchone()
+        if not allowed or row is None or not row[0].startswith(workspace_uri):
+            conn.execute("ROLLBACK")
+            return False
+        conn.execute("DELETE FROM notes WHERE id = ?", (note_id,))
+        conn.execute("COMMIT")
+        return True
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise

@@ -1,0 +1,16 @@
+# mistake: every elicitation/create gets an elicitationId, form entries included | outcome: incorrect | next: only URL-mode
+def to_legacy_requests(
+    input_requests: Mapping[str, Any],
+    next_id: Callable[[], int | str],
+    new_elicitation_id: Callable[[], str],
+) -> list[tuple[str, dict[str, Any]]]:
+    requests = []
+    for key, entry in input_requests.items():
+        request = {"jsonrpc": "2.0", "id": next_id(), "method": entry["method"]}
+        if "params" in entry:
+            params = dict(entry["params"])
+            if entry["method"] == "elicitation/create":
+                params["elicitationId"] = new_elicitation_id()
+            request["params"] = params
+        requests.append((key, request))
+    return requests
