@@ -54,7 +54,8 @@ class Progress:
         filled = width * self.done // max(self.total, 1)
         bar = "#" * filled + "-" * (width - filled)
         end = "\n" if self.done == self.total else ""
-        self.stream.write(f"\r[{bar}] {self.done}/{self.total} {name[:40]:<40}{end}")
+        shown = report.clean_line(name)[:40]  # a file name can hold terminal escapes
+        self.stream.write(f"\r[{bar}] {self.done}/{self.total} {shown:<40}{end}")
         self.stream.flush()
 
 

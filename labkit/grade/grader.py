@@ -59,14 +59,16 @@ PROBE_SOURCE: Final = (Path(__file__).parent / "probe.py").read_text(encoding="u
 _NS: Final = "__labkit_checks__"
 _B: Final = "__labkit_builtins__"
 _Q: Final = "__labkit_quiet__"
-# Installed first in the kernel: writes to stdout/stderr made from inside a function the
-# learner's code defined (its code object's file is one of `names`) are dropped. The frames
-# are walked at each write: a function object is never wrapped or replaced, so a learner's
-# function stays what it is for the checks and for the races that carry it by source.
+# Installed first in the kernel: in each cell (IPython's `pre_execute` event, after the
+# runner's output cap, so above it), writes to stdout/stderr made from inside a function the
+# learner's code defined (its code object's file is one the grader marked) are dropped. The
+# frames are walked at each write: a function object is never wrapped or replaced, so a
+# learner's function stays what it is for the checks and for the races that carry it by source.
 QUIET_SOURCE: Final = f"""
 import builtins as {_B}
 def {_Q}():
     import sys
+    from IPython import get_ipython
     files = set()
     def quiet(write):
         def write_unless_learner(text):
@@ -76,9 +78,16 @@ def {_Q}():
                     return len(text) if isinstance(text, str) else 0
                 frame = frame.f_back
             return write(text)
+        write_unless_learner._labkit_inner = write
+        write_unless_learner._labkit_layer = "quiet"
         return write_unless_learner
-    for stream in (sys.stdout, sys.stderr):
-        stream.write = quiet(stream.write)
+    def each_cell():
+        for stream in (sys.stdout, sys.stderr):
+            write = stream.write
+            while getattr(write, "_labkit_layer", None) == "quiet":
+                write = write._labkit_inner
+            stream.write = quiet(write)
+    get_ipython().events.register("pre_execute", each_cell)
     def mark(namespace, names):
         for name in names:
             found = namespace.get(name)

@@ -55,12 +55,16 @@ TIMEOUT_ENAME: Final = "CellTimeout"
 PROBE_TIMEOUT: Final = 5
 MAX_OUTPUT: Final = 1_000_000  # characters of output kept per cell
 TRUNCATED: Final = "[the grader kept the first 1,000,000 characters of this cell's output]\n"
-# Run in the kernel before the first cell: each cell's stdout and stderr writes (those of
-# `print` and those ipykernel forwards from the process's file descriptors alike, since both
-# go through the stream's `write`) are cut past `MAX_OUTPUT` characters, with one line saying
-# so. A 200 MB print is then never serialized, sent or kept by anyone: the kernel stays well
-# inside its memory limit and goes on with the next cell. The grader's own bound
+# Run in the kernel before the first cell: from then on, at the start of each cell (IPython's
+# `pre_execute` event), the cell's stdout and stderr writes are wrapped so that past
+# `MAX_OUTPUT` characters they are cut, with one line saying so. Both `print` and what
+# ipykernel forwards from the process's file descriptors go through the stream's `write`, so a
+# 200 MB print is never serialized, sent, kept in IPython's output history, or received: the
+# kernel stays well inside its memory limit and goes on with the next cell. Per cell, because
+# IPython puts back the write it saw before each cell when the cell ends; a wrapper marks its
+# layer (`_labkit_inner`) so that wrappers never pile up. The grader's own bound
 # (`_BoundedClient`) stays for output that does not pass through these streams.
+_KEPT: Final = MAX_OUTPUT - len(TRUNCATED) - 1
 CAP_SOURCE: Final = f"""
 def __labkit_cap__():
     import sys
@@ -72,16 +76,23 @@ def __labkit_cap__():
                 return write(text)
             before = seen[0]
             seen[0] = before + len(text)
-            if seen[0] <= {MAX_OUTPUT - len(TRUNCATED) - 1}:
+            if seen[0] <= {_KEPT}:
                 return write(text)
-            if before <= {MAX_OUTPUT - len(TRUNCATED) - 1}:
-                write(text[: {MAX_OUTPUT - len(TRUNCATED) - 1} - before] + "\\n")
+            if before <= {_KEPT}:
+                write(text[: {_KEPT} - before] + "\\n")
                 write({TRUNCATED!r})
             return len(text)
+        capped_write._labkit_inner = write
+        capped_write._labkit_layer = "cap"
         return capped_write
-    for stream in (sys.stdout, sys.stderr):
-        stream.write = capped(stream.write)
-    get_ipython().events.register("pre_execute", lambda: seen.__setitem__(0, 0))
+    def each_cell():
+        seen[0] = 0
+        for stream in (sys.stdout, sys.stderr):
+            write = stream.write
+            while hasattr(write, "_labkit_inner"):
+                write = write._labkit_inner
+            stream.write = capped(write)
+    get_ipython().events.register("pre_execute", each_cell)
 __labkit_cap__()
 del __labkit_cap__
 """
@@ -194,7 +205,10 @@ class _BoundedClient(NotebookClient):
         self.output_sizes[cell_index] = seen + size
         if seen + size <= MAX_OUTPUT:
             return super().output(outs, msg, display_id, cell_index)
-        if seen <= MAX_OUTPUT:
+        # One note per cell: the kernel's own cut may have said it already (what a process
+        # wrote to its descriptors can still drain after the cell's cut is lifted).
+        said = any(TRUNCATED in str(o.get("text", "")) for o in outs)
+        if seen <= MAX_OUTPUT and not said:
             note = new_output("stream", name="stderr", text=TRUNCATED)  # type: ignore[no-untyped-call]
             outs.append(note)
         return None

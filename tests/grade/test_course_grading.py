@@ -1,10 +1,12 @@
-"""`labkit grade` on the real course: the five exercise notebooks of `solutions/`, handed in
-solved (the learner copy with the solution's answer cells) and fresh (`notebooks/` as shipped),
-graded in one batch with real confined kernels.
+"""`labkit grade` on the real course: every notebook of `solutions/` handed in solved (the
+learner copy with the solution's answer cells), the five exercise notebooks also fresh
+(`notebooks/` as shipped), and exercise 1 solved once more as Colab saves it (nbformat 4.4,
+no cell ids), graded in one batch with real confined kernels.
 
-The solved hand-ins score 100% with every public and hidden check and every checked output
-passed; the fresh copies score 0 on every exercise, their checks "not attempted" or failed,
-never passed.
+Every solved hand-in scores 100% with every public and hidden check and every checked output
+passed (notebook 08 included: its export writes to `../outputs`, which the scratch copy has);
+the one without cell ids scores exactly the same, with no notice; the fresh copies score 0 on
+every exercise, their checks "not attempted" or failed, never passed.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import pytest
 
 from grade.grade_helpers import COURSE, COURSE_EXERCISES, solved, write
+from grade.test_locked_cells import without_ids
 from labkit import cli
 from labkit.grade.graded_exercises import EXERCISES
 from labkit.grade.report import BatchReport, GradedOutcome, SubmissionReport
@@ -23,13 +26,17 @@ NOTEBOOKS = COURSE.parent / "notebooks"
 def batch(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, BatchReport]:
     subs = tmp_path_factory.mktemp("course-submissions")
     out = tmp_path_factory.mktemp("course-grades")
+    for path in COURSE.glob("*.ipynb"):
+        write(subs / "solved", path.name, solved(path.stem, COURSE))
     for stem in COURSE_EXERCISES:
-        write(subs / "solved", f"{stem}.ipynb", solved(stem, COURSE))
         fresh = subs / "fresh"
         fresh.mkdir(exist_ok=True)
         (fresh / f"{stem}.ipynb").write_bytes((NOTEBOOKS / f"{stem}.ipynb").read_bytes())
+    first = next(iter(COURSE_EXERCISES))
+    write(subs / "no-ids", f"{first}.ipynb", without_ids(solved(first, COURSE)))
+    folders = [str(subs / name) for name in ("solved", "fresh", "no-ids")]
     code = cli.main(
-        ["grade", str(subs / "solved"), str(subs / "fresh"), "--solutions", str(COURSE)]
+        ["grade", *folders, "--solutions", str(COURSE)]
         + ["--out", str(out), "--jobs", "2", "--timeout", "30"]
     )
     return code, BatchReport.model_validate_json((out / "batch.json").read_text())
@@ -37,14 +44,34 @@ def batch(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, BatchReport]:
 
 def _reports(batch: BatchReport, stem: str) -> list[SubmissionReport]:
     found = [s for s in batch.submissions if s.file == f"{stem}.ipynb"]
-    assert len(found) == 2, [s.file for s in batch.submissions]
-    return found
+    assert len(found) == (3 if stem == next(iter(COURSE_EXERCISES)) else 2), found
+    return found[:2]  # solved, fresh (folders are graded in the order given)
 
 
 def test_every_course_submission_was_graded(batch: tuple[int, BatchReport]) -> None:
     code, report = batch
     assert code == 0
-    assert report.errors == 0 and report.graded == 2 * len(COURSE_EXERCISES)
+    solutions = len(list(COURSE.glob("*.ipynb")))
+    assert report.errors == 0 and report.graded == solutions + len(COURSE_EXERCISES) + 1
+
+
+@pytest.mark.parametrize("stem", sorted(p.stem for p in COURSE.glob("*.ipynb")))
+def test_every_solution_handed_in_scores_full_marks(
+    batch: tuple[int, BatchReport], stem: str
+) -> None:
+    _, report = batch
+    sub = next(s for s in report.submissions if s.file == f"{stem}.ipynb")
+    lost = [(c.name, c.message) for e in sub.exercises for c in e.checks if c.points < c.max_points]
+    assert sub.percent == 100 and sub.max_points > 0, lost
+    assert sub.solution == stem and sub.mismatch == "" and sub.notices == []
+
+
+def test_a_notebook_without_cell_ids_scores_as_with_them(batch: tuple[int, BatchReport]) -> None:
+    _, report = batch
+    stem = next(iter(COURSE_EXERCISES))
+    solved_, _, no_ids = [s for s in report.submissions if s.file == f"{stem}.ipynb"]
+    assert (no_ids.points, no_ids.max_points) == (solved_.points, solved_.max_points)
+    assert no_ids.percent == 100 and no_ids.notices == []
 
 
 @pytest.mark.parametrize(("stem", "exercise"), COURSE_EXERCISES.items())

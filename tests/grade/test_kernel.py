@@ -196,13 +196,14 @@ print(len(pids), refused)"""
     assert int(count) <= runner.limits.nproc
 
 
-def test_a_flood_of_output_is_cut_in_the_grader(runner: KernelRunner, work: Path) -> None:
+def test_a_flood_of_output_is_cut(runner: KernelRunner, work: Path) -> None:
     scratch = Path(tempfile.mkdtemp(dir=work, prefix="sub-"))
     flood = "for _ in range(300):\n    print('x' * 10_000)"
     run = runner.run(scratch, [flood, "print('next')"])
     kept = sum(len(o.get("text", "")) for o in run.cells[0].outputs)
     assert kept <= MAX_OUTPUT + len(TRUNCATED)
-    assert run.cells[0].outputs[-1]["text"] == TRUNCATED
+    text = "".join(o.get("text", "") for o in run.cells[0].outputs)
+    assert text.endswith(TRUNCATED) and text.count(TRUNCATED) == 1
     assert run.cells[1].outputs[0]["text"] == "next\n"
 
 

@@ -198,6 +198,9 @@ def test_progress_bar_on_a_terminal_only() -> None:
     assert "[###############---------------] 1/2 a.ipynb" in screen.getvalue()
     assert screen.getvalue().endswith("\n") and "2/2" in screen.getvalue()
     assert pipe.getvalue() == ""
+    hostile = Terminal()
+    batch.Progress(1, hostile).step("\x1b[2J\x1b]0;pwned\x07evil.ipynb")
+    assert "\x1b" not in hostile.getvalue() and "\x07" not in hostile.getvalue()
 
 
 def public_output(*results: tuple[str, str]) -> dict[str, object]:
