@@ -100,6 +100,12 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # the other sections' figures still get their summary
             failed = f"bench_grade failed: {exc!r}"
             print(failed, flush=True)
+    if not args.skip_grade and (BENCH / "bench_shards.py").exists():  # 4 shards merged vs one
+        print("\n## Sharded grading (4 shards merged beside one batch)", flush=True)
+        try:
+            importlib.import_module("bench_shards").main([])
+        except Exception as exc:  # the other sections' figures still get their summary
+            print(f"bench_shards failed: {exc!r}", flush=True)
     print(f"\n## Summary (per CPU-second; {time.monotonic() - started:.0f} s in all)")
     print(combined(rows))
     results = BENCH / "results"

@@ -1,4 +1,4 @@
-"""The `labkit` command line: `labkit demo`, `labkit serve`."""
+"""The `labkit` command line: `labkit demo`, `labkit serve`, `labkit course`, `labkit grade`."""
 
 from __future__ import annotations
 
@@ -85,6 +85,40 @@ def build_parser() -> argparse.ArgumentParser:
         help="fail a notebook whose cell runs longer than this (default: 10)",
     )
     execute.set_defaults(run=_run_course_execute)
+    package = course_commands.add_parser(
+        "package",
+        help="package the course for Gradescope or a GitHub Classroom template",
+        description="gradescope: write DIR/autograder.zip (setup.sh, run_autograder, labkit's "
+        "wheel built from this checkout, the solutions and the learner copies). "
+        "github-classroom: write a template repository into DIR (.github/workflows/"
+        "classroom.yml, the learner copies, a README) and, outside it, the private course "
+        "bundle the workflow downloads (--bundle).",
+    )
+    package.add_argument("platform", choices=("gradescope", "github-classroom"))
+    package.add_argument("--out", type=Path, required=True, metavar="DIR", help="where to write")
+    package.add_argument(
+        "--solutions", type=Path, default=Path("solutions"), metavar="DIR", help="(solutions/)"
+    )
+    package.add_argument(
+        "--notebooks", type=Path, default=Path("notebooks"), metavar="DIR", help="(notebooks/)"
+    )
+    package.add_argument(
+        "--source", type=Path, default=Path("."), metavar="DIR", help="labkit checkout (.)"
+    )
+    package.add_argument(
+        "--bundle",
+        type=Path,
+        metavar="FILE",
+        help="github-classroom: the private bundle (default: DIR-course.tar.gz beside DIR)",
+    )
+    package.add_argument(
+        "--fail-under",
+        type=float,
+        default=100.0,
+        metavar="PCT",
+        help="github-classroom: the job fails under this score (100)",
+    )
+    package.set_defaults(run=_run_course_package)
 
     grade = commands.add_parser(
         "grade",
@@ -152,6 +186,31 @@ def build_parser() -> argparse.ArgumentParser:
         help="grade every submission as this solution notebook (its stem, e.g. "
         "03-ex1-sqlite-replay-store), whatever its file name or metadata says",
     )
+    grade.add_argument(
+        "--shard",
+        metavar="I/N",
+        help="grade only shard I of N (I from 0): the files whose name's sha256 is I mod N; "
+        "merge the shards' --out folders with `labkit grade merge DIR... --out DIR`",
+    )
+    grade.add_argument(
+        "--learner-copies",
+        type=Path,
+        metavar="DIR",
+        help="released learner copies, part of the course version every report carries "
+        "(default: notebooks/ beside --solutions)",
+    )
+    grade.add_argument(
+        "--gradescope-results",
+        type=Path,
+        metavar="FILE",
+        help="also write Gradescope's results.json here (used by the packaged run_autograder)",
+    )
+    grade.add_argument(
+        "--summary-md",
+        type=Path,
+        metavar="FILE",
+        help="also append the scores and feedback as Markdown here ($GITHUB_STEP_SUMMARY)",
+    )
     grade.set_defaults(run=_run_grade)
     export_skill = commands.add_parser(
         "export-skill",
@@ -213,12 +272,29 @@ def _run_grade(args: argparse.Namespace) -> int:
         return 2
     limits = Limits(cell_timeout=args.timeout, total_timeout=args.total_timeout)
     files = batch.collect(args.submissions)
-    if not files:
+    from labkit.grade import classroom, gradescope, shards, version
+
+    if args.shard is not None:
+        try:
+            files = shards.Shard.parse(args.shard).select(files)
+        except ValueError as error:
+            print(f"labkit grade: {error}", file=sys.stderr)
+            return 2
+    elif not files:
         print("labkit grade: no .ipynb submissions found", file=sys.stderr)
+        if args.gradescope_results is not None:
+            gradescope.write(gradescope.problem(gradescope.NO_NOTEBOOK), args.gradescope_results)
+        return 2
+    learner_copies = args.learner_copies or args.solutions.parent / "notebooks"
+    course_version = version.course_version(args.solutions, learner_copies, course.registry)
+    try:
+        version.check_reports_folder(args.out, course_version)
+    except version.VersionMismatch as error:
+        print(f"labkit grade: {error}", file=sys.stderr)
         return 2
     try:
         result = batch.run(
-            args.submissions,
+            files,
             course,
             limits=limits,
             jobs=args.jobs,
@@ -229,6 +305,12 @@ def _run_grade(args: argparse.Namespace) -> int:
     except ContainmentUnavailable as error:
         print(f"labkit grade: {error} (or pass --unconfined to grade without it)", file=sys.stderr)
         return 2
+    result = version.stamp(result, course_version)
+    if args.gradescope_results is not None:
+        gradescope.write(gradescope.results(result), args.gradescope_results)
+        print(f"sandbox: {result.submissions[0].sandbox if result.submissions else '-'}")
+    if args.summary_md is not None:
+        classroom.append_summary(result, args.summary_md)
     batch.write(result, args.out, args.junit)
     print(batch.summary(result))
     print(
@@ -236,6 +318,66 @@ def _run_grade(args: argparse.Namespace) -> int:
         f"(class view: {args.out / 'class.html'})"
     )
     return batch.exit_code(result, args.fail_under)
+
+
+def build_merge_parser() -> argparse.ArgumentParser:
+    merge = argparse.ArgumentParser(
+        prog="labkit grade merge",
+        description="Merge the --out folders of sharded `labkit grade --shard I/N` runs into one "
+        "batch.json, one class view, the per-submission reports and (with --junit) one JUnit "
+        "file. Refuses a submission graded in two shards and reports of different course "
+        "versions (exit 2, nothing written).",
+    )
+    merge.add_argument("reports", nargs="+", type=Path, metavar="REPORT_DIR")
+    merge.add_argument("--out", type=Path, required=True, metavar="DIR", help="merged reports")
+    merge.add_argument("--junit", type=Path, metavar="FILE", help="also write JUnit XML here")
+    merge.add_argument(
+        "--fail-under", type=float, metavar="PCT", help="exit 1 if any score is below PCT percent"
+    )
+    return merge
+
+
+def _run_grade_merge(argv: Sequence[str]) -> int:
+    from labkit.grade import batch, shards, version
+
+    args = build_merge_parser().parse_args(list(argv))
+    try:
+        merged = shards.merge([(str(d), shards.load(d)) for d in args.reports])
+        assert merged.course is not None  # merge refuses reports without one
+        version.check_reports_folder(args.out, merged.course)
+    except (shards.MergeError, version.VersionMismatch) as error:
+        print(f"labkit grade merge: {error}", file=sys.stderr)
+        return 2
+    batch.write(merged, args.out, args.junit)
+    print(batch.summary(merged))
+    print(f"merged {len(args.reports)} shards: {args.out}/ (class view: {args.out / 'class.html'})")
+    return batch.exit_code(merged, args.fail_under)
+
+
+def _run_course_package(args: argparse.Namespace) -> int:
+    _without_slow_format_checker()
+    from labkit.grade import classroom, gradescope, version
+    from labkit.grade.graded_exercises import EXERCISES
+    from labkit.grade.wheel import WheelError
+
+    try:
+        if args.platform == "gradescope":
+            course_version = version.course_version(args.solutions, args.notebooks, EXERCISES)
+            path = gradescope.package(
+                args.source, args.solutions, args.notebooks, course_version, args.out
+            )
+            print(f"wrote {path} ({version.describe(course_version)})")
+            return 0
+        bundle = args.bundle or args.out.parent / f"{args.out.name}-course.tar.gz"
+        written = classroom.package(
+            args.source, args.solutions, args.notebooks, args.out, bundle, args.fail_under
+        )
+    except (ValueError, WheelError, OSError) as error:
+        print(f"labkit course package: {error}", file=sys.stderr)
+        return 1
+    print(f"template repository: {args.out}/ ({len(written) - 1} files)")
+    print(f"private course bundle (never in the template): {bundle}")
+    return 0
 
 
 def _run_course_build(args: argparse.Namespace) -> int:
@@ -310,7 +452,15 @@ def _run_export_skill(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    tokens = list(sys.argv[1:] if argv is None else argv)
+    # `labkit grade merge DIR...`: `grade` takes submissions as positionals, so its one
+    # subcommand is dispatched here (a folder named "merge" is graded as `./merge`).
+    command = next((i for i, t in enumerate(tokens) if not t.startswith("-")), None)
+    if command is not None and tokens[command : command + 2] == ["grade", "merge"]:
+        verbose = any(t in ("-v", "--verbose") for t in tokens[:command])
+        logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, stream=sys.stderr)
+        return _run_grade_merge(tokens[command + 2 :])
+    args = build_parser().parse_args(tokens)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
         stream=sys.stderr,

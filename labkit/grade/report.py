@@ -87,6 +87,15 @@ class ExerciseScore(BaseModel):
     checks: list[CheckScore]
 
 
+# Course version (labkit/grade/version.py computes it): which labkit and which course material
+# graded a report, so merging shards or regrading never mixes two versions.
+class CourseVersion(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    package: str  # labkit's version
+    digest: str  # sha256 of the solutions, the released learner copies and the hidden checks
+
+
 class SubmissionReport(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -104,6 +113,7 @@ class SubmissionReport(BaseModel):
     notices: list[Text] = []
     sandbox: Line = ""
     seconds: float = 0.0
+    course: CourseVersion | None = None  # course version (labkit/grade/version.py)
 
     @classmethod
     def failed(cls, file: str, error: str, seconds: float = 0.0) -> SubmissionReport:
@@ -119,6 +129,7 @@ class BatchReport(BaseModel):
     errors: int
     mean_percent: float
     seconds: float
+    course: CourseVersion | None = None  # course version (labkit/grade/version.py)
 
 
 def batch(reports: Sequence[SubmissionReport], seconds: float) -> BatchReport:

@@ -16,7 +16,8 @@ from grade.grade_helpers import FIXTURES, learner, solved, write
 from labkit import cli
 from labkit.grade import batch, classview, grader, report
 from labkit.grade.kernel import CellRun, CellStatus, Execution
-from labkit.grade.report import CheckScore, Outcome, SubmissionReport
+from labkit.grade.report import CheckScore, SubmissionReport
+from labkit.grade.report import GradedOutcome as Outcome
 
 HOSTILE = [
     "NUL \x00 here",
