@@ -307,7 +307,7 @@ def grade(
         scores: dict[str, list[CheckScore]] = {}
         passed: dict[str, bool] = {}
         for exercise in exercises:
-            results = _check(course, exercise, worker_sources, workers, area)
+            results = check_exercise(course, exercise, worker_sources, workers, area)
             scores[exercise.id] = [_score(exercise.id, r) for r in results]
             passed[exercise.id] = any(r.outcome is Outcome.PASSED for r in results)
     finally:
@@ -335,7 +335,7 @@ def grade(
     )
 
 
-def _check(
+def check_exercise(
     course: Course,
     graded: ex.GradedExercise,
     sources: Sequence[str],
