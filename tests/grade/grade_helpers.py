@@ -8,13 +8,18 @@ copies of the same builders).
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import nbformat
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell
 
 from labkit.course import build
+from labkit.course.exercises.checks import InProcessRunner
+from labkit.grade.worker import WorkerGone
 
 FIXTURES = Path(__file__).parent / "fixtures" / "solutions"
 # The real course: its solution notebooks and the five that hold an exercise.
@@ -109,3 +114,48 @@ def write(directory: Path, filename: str, nb: NotebookNode) -> Path:
     path = directory / filename
     nbformat.write(nb, path)
     return path
+
+
+class InProcessWorker(InProcessRunner):
+    """A check worker without a process, for scoring tests: the sources ran in this one."""
+
+    def __init__(self, namespace: dict[str, Any], start_error: str, died: bool) -> None:
+        super().__init__({k: v for k, v in namespace.items() if callable(v)})
+        self.defined = frozenset(k for k, v in namespace.items() if callable(v))
+        self.start_error = start_error
+        self.died = died
+        self.problem = ""
+
+    def start(self) -> frozenset[str]:
+        if self.start_error:
+            raise WorkerGone(self.start_error)
+        return self.defined
+
+    def call(self, name: str, args: Sequence[Any], timeout: float) -> Any:
+        if self.died:
+            self.problem = "the check worker died during the call (it exited)"
+            return None
+        return super().call(name, args, timeout)
+
+
+class InProcessWorkers:
+    """`grader.Workers` in this process (no confinement: tests of the scoring only). Records
+    the sources each exercise's worker was given."""
+
+    call_timeout = 5.0
+
+    def __init__(self, start_error: str = "", died: bool = False) -> None:
+        self.start_error = start_error
+        self.died = died
+        self.sources: list[list[str]] = []
+
+    @contextmanager
+    def runner(self, scratch: Path, sources: Sequence[str]) -> Iterator[InProcessWorker]:
+        self.sources.append(list(sources))
+        namespace: dict[str, Any] = {"__name__": "__learner__"}
+        for source in sources:
+            try:
+                exec(compile(source, "<answer cell>", "exec"), namespace)
+            except Exception:
+                continue
+        yield InProcessWorker(namespace, self.start_error, self.died)
