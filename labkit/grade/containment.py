@@ -24,7 +24,7 @@ for one job; `Containment.start` starts a process in a fresh job in one call. Gr
 to run without all of this (`ContainmentUnavailable` names what is missing) unless the caller
 asks for `Unconfined`, whose description says so.
 
-The machine (`Host`) and the cgroup roots are injected; `survey()` reads the real ones.
+The machine (`Machine`) and the cgroup roots are injected; `survey()` reads the real ones.
 Must not import nbclient, the kernel runner, the report models or the hidden checks.
 """
 
@@ -160,7 +160,7 @@ class CgroupRoots:
 
 
 @dataclass(frozen=True)
-class Host:
+class Machine:
     """What this machine offers a job container."""
 
     bwrap: str | None
@@ -178,11 +178,11 @@ class Host:
         return gaps
 
 
-def survey(roots: CgroupRoots | None = None, bwrap: str = BWRAP) -> Host:
+def survey(roots: CgroupRoots | None = None, bwrap: str = BWRAP) -> Machine:
     """Look at the real machine: bubblewrap, root, and which cgroup version can hold a job."""
     roots = roots or CgroupRoots()
     cgroups, reasons = Cgroups.find(roots)
-    return Host(
+    return Machine(
         bwrap=bwrap if os.access(bwrap, os.X_OK) else None,
         root=os.geteuid() == 0,
         cgroups=cgroups,
@@ -491,7 +491,7 @@ class Containment(Jobs):
     """Confined jobs: bubblewrap namespaces, a cgroup and a uid of its own per job."""
 
     limits: Limits
-    host: Host = field(default_factory=survey)
+    host: Machine = field(default_factory=survey)
     pool: UidPool = field(default_factory=UidPool)
     landlock: str = "landlock"
     description: str = ""
