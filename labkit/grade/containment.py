@@ -403,9 +403,10 @@ def mount_view(scratch: Path, python_roots: Sequence[Path]) -> list[str]:
     args += ["--bind", str(scratch), str(scratch)]
     # Links beside the scratch folder that point into it (the grader's `../outputs`, as the
     # course lays it out) are made again in the view: they reach nothing but the scratch.
-    for entry in sorted(scratch.parent.iterdir()) if scratch.parent.is_dir() else ():
-        if entry.is_symlink() and entry.resolve().is_relative_to(scratch.resolve()):
-            args += ["--symlink", os.readlink(entry), str(entry)]
+    beside = sorted(scratch.parent.iterdir()) if scratch.parent.is_dir() else []
+    for link in beside:
+        if link.is_symlink() and link.resolve().is_relative_to(scratch.resolve()):
+            args += ["--symlink", os.readlink(link), str(link)]
     args += ["--chdir", str(scratch)]
     return args
 
