@@ -71,11 +71,13 @@ class RootsAuthorizer:
 @dataclass(frozen=True)
 class IdSource:
     """A zero-argument function returning ids: `start`, `start + 1`, ... as ints, or
-    `prefix` + number as strings when `prefix` is set. The ids drawn come back as an effect."""
+    `prefix` + number as strings when `prefix` is set; the ids in `script` (ints or strs) come
+    first, when given, so the ids need not count up. The ids drawn come back as an effect."""
 
     key: str
     start: int = 1
     prefix: str | None = None
+    script: tuple[int | str, ...] = ()
 
 
 Marker = SqliteConnection | RootsAuthorizer | IdSource
@@ -330,6 +332,9 @@ class Materialized:
         drawn = self.drawn.setdefault(marker.key, [])
 
         def next_id() -> Any:
+            if len(drawn) < len(marker.script):
+                drawn.append(marker.script[len(drawn)])
+                return drawn[-1]
             n = marker.start + len(drawn)
             value: Any = n if marker.prefix is None else f"{marker.prefix}{n}"
             drawn.append(value)
