@@ -85,10 +85,10 @@ def test_a_worker_that_cannot_start_fails_every_check_as_did_not_run(
         jobs_for(TEST_LIMITS), sandbox=sandbox_mode(), python="/nonexistent/python"
     )
     course = grader.Course.load(FIXTURES)
-    exercise = course.registry["ex1"]
-    answer = "def claim_and_delete(*args):\n    return True\n"
+    exercise = course.registry["ex2"]
+    answer = "def url_elicitation(*args):\n    return {}\n"
     results = grader.check_exercise(course, exercise, [answer], workers, scratch)
     assert {r.outcome for r in results} == {Outcome.DID_NOT_RUN}
-    assert len(results) == len(EXERCISES["ex1"].checks) + len(exercise.checks())
+    assert len(results) == len(EXERCISES["ex2"].checks) + len(exercise.checks())
     assert any(r.hidden for r in results) and any(not r.hidden for r in results)
     assert all(r.points == 0 for r in results)

@@ -55,7 +55,9 @@ def url_elicitation(capabilities, message, url):
     return {"method": "elicitation/create", "params": params}
 """
 
-# Each forgery: the answer cell's code, holding the starter stub where it says `#STUB`.
+# Each forgery: the answer cell's code, holding the starter stub where it says `#STUB`. The
+# two that define their own function stay a stub (NotImplementedError) wherever their trick
+# does not apply, so the trick alone is what is measured.
 FORGERIES = {
     "run-cell-hooks": f"""
 from IPython import get_ipython
@@ -142,6 +144,8 @@ class _YesStr(str):
         return False
     __hash__ = str.__hash__
 def url_elicitation(capabilities, message, url):
+    if "url" not in (capabilities.get("elicitation") or {}):
+        raise NotImplementedError  # the starter stub, but where an entry is expected
     params = _Yes(mode=_YesStr("url"), message=_YesStr(message), url=_YesStr(url))
     return _Yes(method=_YesStr("elicitation/create"), params=params)
 """,
@@ -154,7 +158,7 @@ def url_elicitation(capabilities, message, url):
             if name in frame.f_locals:
                 return frame.f_locals[name]
         frame = frame.f_back
-    return {}
+    raise NotImplementedError  # the starter stub when nothing is found
 """,
     "kernel-only-answer": f"""
 #STUB
