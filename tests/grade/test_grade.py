@@ -162,9 +162,9 @@ def test_partial_submission_gets_exactly_its_partial_score(graded: Graded) -> No
     ex1 = next(e for e in sub.exercises if e.id == "ex1")
     hidden = {c.name: c.outcome for c in ex1.checks if c.hidden}
     assert hidden == {
-        "ex1/racing_claims": GradedOutcome.PASSED,
-        "ex1/nonces_per_principal": GradedOutcome.INCORRECT,
-        "ex1/transaction_closed": GradedOutcome.PASSED,
+        "ex1/six racing processes": GradedOutcome.PASSED,
+        "ex1/nonces per principal": GradedOutcome.INCORRECT,
+        "ex1/transaction closed on every path": GradedOutcome.PASSED,
     }
     # The course's public checks all pass: the flaw is one only a hidden check sees.
     public = [c for c in ex1.checks if not c.hidden]
@@ -214,7 +214,8 @@ def test_changed_cells_are_named_in_the_feedback(graded: Graded) -> None:
     assert "cell `address` was deleted" in text
     assert "cell `intro` was changed from markdown to code" in text
     assert "was added" in text
-    assert _checks(_report(out, "reshaped"), "ex1")["ex1/racing_claims"] is GradedOutcome.PASSED
+    reshaped = _checks(_report(out, "reshaped"), "ex1")
+    assert reshaped["ex1/six racing processes"] is GradedOutcome.PASSED
 
 
 def test_a_loop_a_memory_bomb_and_shadowed_builtins_do_not_stop_grading(
@@ -288,7 +289,7 @@ def test_reports_validate_and_junit_has_one_testcase_per_check(
     cases = suites["partial.ipynb"].findall("testcase")
     assert len(cases) == sum(len(e.checks) for e in partial.exercises)
     failed = [c for c in cases if c.find("failure") is not None]
-    assert len(failed) == 1 and "expected True when bob" in (
+    assert len(failed) == 1 and "bob using the nonce" in (
         failed[0].find("failure").get("message") or ""
     )
     assert suites["corrupt.ipynb"].find("testcase/error") is not None
@@ -300,7 +301,7 @@ def test_class_view_opens_offline(graded: Graded) -> None:
     assert "<svg" in page and "Checks most often failed" in page
     assert not re.search(r"<(script|link)[^>]*(src|href)=[\"']?https?:", page, re.I)
     assert "http://" not in page and "https://" not in page
-    assert "nonces are per principal" in page  # a check the class failed
+    assert "nonces per principal" in page  # a check the class failed
 
 
 def test_fail_under(tmp_path: Path) -> None:
