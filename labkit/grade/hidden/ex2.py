@@ -199,7 +199,7 @@ def capabilities_unchanged(t: Trial) -> Fail | None:
 
 
 def new_entry_per_call(t: Trial) -> Fail | None:
-    capabilities = {"elicitation": {"url": {}}}
+    capabilities: dict[str, Any] = {"elicitation": {"url": {}}}
     second_url = "http://127.0.0.1:8000/connect/report-service/link-8"
     first = _offered(
         t,

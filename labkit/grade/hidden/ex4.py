@@ -21,7 +21,7 @@ from labkit.course.exercises.trial import Check, Fail, Raised, Trial
 
 CONTRACT = "resolve_inside"
 WRONG_EXCEPTION_NEXT = (
-    "raise PermissionError for every refusal: the contract names it, and callers catch exactly that"
+    "raise PermissionError for every refusal: the contract names it, and callers rely on that type"
 )
 RESOLVE_NEXT = (
     "follow every symlink of the whole path (Path.resolve) and decide on where the file really "

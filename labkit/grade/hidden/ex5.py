@@ -233,7 +233,8 @@ def elicitation_id_per_url_entry(t: Trial) -> Fail | None:
     issued = t.drawn("new_elicitation_id")
     given: dict[str, Any] = {}
     for key in ("connect", "calendar", "again"):
-        found = params[key] if type(params[key]) is dict else {}
+        value = params[key]
+        found: dict[str, Any] = value if isinstance(value, dict) else {}
         if "elicitationId" not in found or found["elicitationId"] not in issued:
             return Fail(
                 expected,
@@ -376,7 +377,7 @@ CHECKS: tuple[Check, ...] = (
         hidden=True,
     ),
     Check(
-        "input left unchanged",
+        "no entry of the map changed",
         input_left_unchanged,
         "no entry of the map passed in should be changed",
         hidden=True,
