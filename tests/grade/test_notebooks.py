@@ -77,7 +77,7 @@ def test_each_change_is_named_by_cell_id() -> None:
     assert notices == [
         "answer cell `ex4-answer` was changed from code to markdown (cell 3): it no longer runs "
         "as before",
-        "cell 5 was added (it runs before the checks)",
+        "cell 5 was added (it runs in the notebook; the checks see only the answer cells)",
         "answer cell `ex3-answer` was deleted: its exercise's checks cannot find your code",
     ]
 
