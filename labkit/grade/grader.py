@@ -157,10 +157,16 @@ class Workers(Protocol):
 
 @dataclass
 class JobWorkers:
-    """Check workers in jobs of `jobs` (the kernel runner's own): each exercise's worker, and
-    the racers it starts, are processes of one job (`Job.command`: its bubblewrap container,
-    cgroup and uid), started through the launcher's `prepare` (limits, the drop to the job's
-    uid, Landlock in `sandbox` mode), exactly as the kernel is."""
+    """Check workers in jobs of `jobs` (the kernel runner's own `Containment`, or `Unconfined`
+    when grading was asked to be): one job per exercise, so its own uid from the pool and its
+    own cgroup with the kernel's memory and task limits; each worker process (a restart after
+    a hung call, each racer of a race) is started with `Job.command`, so inside its own
+    bubblewrap container (no network, its own PID namespace, the same mount view as the
+    kernel's) and through `launcher.prepare` (the same rlimits, drop to the job's uid and
+    Landlock in `sandbox` mode). What differs from the kernel: the worker runs
+    `labkit.grade.worker`, not ipykernel, so the mount view also shows that one file of
+    `labkit/grade/`; and it has no total deadline of its own, only a bound per call
+    (`call_timeout`), per start (`start_timeout`) and per race."""
 
     jobs: Jobs
     sandbox: str = "required"
