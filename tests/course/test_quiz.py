@@ -181,7 +181,7 @@ def test_notebook_cells_hold_only_the_quiz_id_never_the_answers(folder: str):
     for stem, sources in quiz_cells(folder).items():
         for source in sources:
             match = QUIZ_CELL.fullmatch(source)
-            assert match is not None, f"{folder}/{stem}: a quiz cell holds more than an id: {source}"
+            assert match is not None, f"{folder}/{stem}: a quiz cell holds more: {source}"
             assert raw[match.group("id")]["notebook"] == stem, source
             used.append(match.group("id"))
     assert sorted(used) == sorted(quiz_ids()), "every quiz is used once, and only bank quizzes"
