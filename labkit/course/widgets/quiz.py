@@ -35,7 +35,7 @@ _STYLE: Final = """<style>
   height: auto !important; min-height: 1.5em; line-height: 1.4 !important;
   white-space: normal !important; overflow-wrap: break-word; margin: 0 0 0.45em 0 !important;
 }
-.labkit-quiz .widget-radio-box input { flex: none; margin: 0.2em 0 0 0 !important; }
+.labkit-quiz .widget-radio-box input { order: -1; flex: none; margin: 0.2em 0 0 0 !important; }
 .labkit-quiz .labkit-quiz-feedback { max-width: 52rem; white-space: normal; line-height: 1.4; }
 </style>"""
 
