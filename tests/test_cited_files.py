@@ -133,14 +133,14 @@ def test_the_documents_the_course_points_to_exist() -> None:
 @pytest.mark.parametrize(
     ("where", "text", "missing"),
     [
-        # docs/other.md resolves from the repository root, other.md beside the citing file.
+        # A docs/ path resolves from the repository root, a bare name beside the citing file.
         ("docs/page.md", "See SECURITY.md, docs/other.md, other.md, README.md.", ["SECURITY.md"]),
         (
             "docs/page.md",
             "See docs/gone.md and seed-lesson-fr.txt.",
             ["docs/gone.md", "seed-lesson-fr.txt"],
         ),
-        # In Python, comments and docstrings are prose; the string "data.md" is code.
+        # In Python, comments and docstrings are prose; a string in the code is data.
         (
             "pkg/mod.py",
             '"""Read PROTOCOL.md."""\n# and STYLE.md\nx = "data.md"\n',
