@@ -291,14 +291,18 @@ class Trial:
         database: Path,
         calls: Sequence[tuple[Any, ...]],
         reset: Callable[[], None],
+        *,
+        delay: float | None = None,
     ) -> RaceResult:
+        """`name(conn, *args)` for each `args` at once; `delay` (seconds before each SQL
+        statement of a racer) overrides the settings' `race_statement_delay`."""
         return self.runner.race(
             name,
             database,
             calls,
             timeout=self.settings.race_timeout,
             lock_timeout=self.settings.lock_timeout,
-            delay=self.settings.race_statement_delay,
+            delay=self.settings.race_statement_delay if delay is None else delay,
             reset=reset,
         )
 
@@ -316,8 +320,7 @@ class Trial:
 def call_bounded(fn: Callable[..., T], args: Sequence[Any], timeout: float) -> tuple[T] | None:
     """Run `fn(*args)` in a daemon thread and wait at most `timeout` seconds; `fn` must not
     raise (it is `calls.perform`). None means it did not return in time: the thread is
-    abandoned (Python cannot stop it), but the check and the notebook carry on (COURSE.md,
-    complaint 7)."""
+    abandoned (Python cannot stop it), but the check and the notebook carry on."""
     box: list[T] = []
 
     def target() -> None:

@@ -38,6 +38,9 @@ from labkit.course.exercises.trial import (
 CONTRACT = "claim_and_delete"
 RACERS = 6
 ROUNDS = 2
+# Seconds before each SQL statement of a racer: enough for six racers' statements to overlap,
+# short enough that six serialized transactions stay well inside the lock timeout.
+STATEMENT_DELAY = 0.02
 EXPIRES = 4_102_444_800.0  # 2100-01-01: never expired during a check
 OPEN_NEXT = "end every path through your function with COMMIT or ROLLBACK"
 RACE_NEXT = (
@@ -107,7 +110,7 @@ def racing_claims(t: Trial) -> Fail | None:
             _world(t, name, notes)
 
         calls = [("alice", f"nonce-{number}", note, EXPIRES) for note in notes]
-        outcome = t.race(CONTRACT, path, calls, reset)
+        outcome = t.race(CONTRACT, path, calls, reset, delay=STATEMENT_DELAY)
         racers = outcome.racers
         expected = (
             f"{RACERS} racers, each with its own connection and a note of its own, claiming "
