@@ -291,8 +291,6 @@ class Yes({base}):
         return False
     __hash__ = None
 """
-# These judge what the call did to its arguments, not what it returned.
-ON_ARGUMENTS = {"capabilities left unchanged", "no entry of the map changed"}
 FORGED = {
     "ex2": ("dict", "def url_elicitation(capabilities, message, url):\n    return Yes()\n"),
     "ex3": (
@@ -314,8 +312,7 @@ def test_an_always_equal_object_is_opaque_and_fails(exercise_id: str, scratch: P
     source = ALWAYS_EQUAL.format(base=base) + body
     for judge in (judge_in_process, judge_in_worker):
         report = judge(exercise_id, hidden(exercise_id), [source], scratch)
-        judged = {n: o for n, o in outcomes(report).items() if n not in ON_ARGUMENTS}
-        assert Outcome.PASSED not in judged.values(), str(report)
+        assert Outcome.PASSED not in outcomes(report).values(), str(report)
 
 
 # Reads every frame above it for a value the judge might compare with, as a learner who
@@ -348,8 +345,13 @@ def test_a_function_reading_its_callers_frames_finds_nothing_to_copy(
 ) -> None:
     source = FRAME_READER + READERS[exercise_id]
     offered = {
-        "ex2": ("url beside unknown keys", "message and url unchanged", "a new entry per call"),
-        "ex5": tuple(n for n in POINTS["ex5"] if n not in ON_ARGUMENTS),
+        "ex2": (
+            "url beside unknown keys",
+            "message and url unchanged",
+            "capabilities left unchanged",
+            "a new entry per call",
+        ),
+        "ex5": tuple(POINTS["ex5"]),
     }[exercise_id]
     for judge in (judge_in_process, judge_in_worker):
         report = judge(exercise_id, hidden(exercise_id), [source], scratch)

@@ -180,13 +180,32 @@ def text_unchanged(t: Trial) -> Fail | None:
 
 
 def capabilities_unchanged(t: Trial) -> Fail | None:
+    """Each call leaves the caller's capabilities as they were, and answers what it is asked:
+    an answer that ignores its inputs (returning `{}`) cannot pass by writing nothing."""
     declared: tuple[dict[str, Any], ...] = (
         {"roots": {}},
         {"elicitation": {"form": {}}},
         {"elicitation": {"url": {}}, "sampling": {}},
     )
     for capabilities in declared:
-        t.attempt(CONTRACT, copy.deepcopy(capabilities), MESSAGE, URL)  # refusing is fine here
+        url_declared = "url" in capabilities.get("elicitation", {})
+        answered = (
+            _offered(
+                t,
+                copy.deepcopy(capabilities),
+                f"with {capabilities!r} it should return the url-mode entry",
+                "build the entry from the message and url when elicitation.url is declared",
+            )
+            if url_declared
+            else _refused(
+                t,
+                copy.deepcopy(capabilities),
+                f"the capabilities {capabilities!r}",
+                "refuse with ProtocolError(-32021) when elicitation.url is not declared",
+            )
+        )
+        if answered is not None:
+            return answered
         after = t.args_after()[0]
         if after != capabilities:
             return Fail(
