@@ -288,13 +288,14 @@ class Server:
             raw_id = message["id"]
         else:
             raw_id = None
-        request_id = raw_id if is_request_id(raw_id) else None
+        kind = type(raw_id)
+        request_id = raw_id if kind is int or kind is str or is_request_id(raw_id) else None
         try:
             request = self._validate(message, request_id, context)
             assert request_id is not None  # _validate refused anything else
             method = request.method
-            if method in self._cacheable:
-                encoded = self._encoded.get(method)
+            encoded = self._encoded.get(method)  # only a cacheable method's result is kept
+            if encoded is not None or method in self._cacheable:
                 if encoded is None:
                     result = self._result(request)
                     encoded = self._encode_once(method, result)
@@ -337,13 +338,12 @@ class Server:
             request_id is not None
             and type(message) is dict
             and message.get("jsonrpc") == "2.0"
-            and type(message.get("method")) is str
-            and type(message.get("params")) is dict
+            and type(method := message.get("method")) is str
+            and type(params := message.get("params")) is dict
         ):
             # The usual request, its envelope checked in one go (exact types: anything else
             # takes the general checks below, which give the same verdict).
-            method: str = message["method"]
-            params: dict[str, Any] = message["params"]
+            pass
         else:
             invalid = envelope_error(message)
             if invalid is not None:

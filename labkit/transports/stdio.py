@@ -37,7 +37,7 @@ log = logging.getLogger("labkit.transports.stdio")
 # Requests answered into a batch: they read what the deployment lists and change nothing.
 _BATCHED: Final = frozenset({"tools/list", "server/discover"})
 # How much one read takes at most (what has arrived, up to this).
-_READ_BYTES: Final = 256 * 1024
+_READ_BYTES: Final = 64 * 1024
 _BLANK: Final = object()
 
 
@@ -190,12 +190,11 @@ class StdioTransport:
                 f"Invalid Request: a message is limited to {self.max_line_bytes} bytes",
             )
             return encode(error_response(None, too_long)) + b"\n"
-        if not line.strip():
-            return _BLANK  # blank lines separate nothing; they are not messages
         try:
             return decode(line)
         except ProtocolError:
-            return encode(parse_error_response()) + b"\n"
+            # A blank line is no JSON text either: it separates nothing and is not a message.
+            return _BLANK if not line.strip() else encode(parse_error_response()) + b"\n"
 
     def _answer_message(self, message: Any) -> bytes | None:
         if message is _BLANK:
@@ -292,9 +291,16 @@ class StdioTransport:
             and not _flush(stdout, pending)
         ):
             return False
-        response = self._answer_message(message)
-        if response is not None:
-            pending.append(response)
+        if message is _BLANK:
+            return True
+        if self.legacy and _legacy_era(message, self.session):
+            response = self._answer_legacy(message)
+            if response is not None:
+                pending.append(encode(response) + b"\n")
+            return True
+        encoded = self.server.handle_encoded(message, self.context)
+        if encoded is not None:
+            pending += (encoded.body, b"\n")  # joined with the others in one copy
         return True
 
     def _answer_legacy(self, message: dict[str, Any]) -> dict[str, Any] | None:
