@@ -12,9 +12,9 @@ and the other blocking methods) streams each notification as the handler sends i
 sent before the first one, so a call that notifies nothing is plain JSON with its own HTTP
 status. A client that goes away mid-stream ends the wait (the thread finishes on its own).
 
-The endpoint is a plain ASGI callable, and `create_app`'s app hands it every request for its
-path directly: the per-request work is one pass over the headers (decoding only those it
-reads), one timer for the body deadline and one core call, so no request object, router or
+The endpoint is a plain ASGI callable, and `create_app`'s app is the endpoint itself: a request
+for its path is served directly, with one pass over the headers (decoding only those it
+reads), one loop timer for the body deadline and one core call; no request object, router or
 middleware stack is built. Starlette serves everything else (the consent page, 404s).
 
 With `legacy` (a `LegacyHttp`), 2025-11-25 clients are served on the same endpoint: a request
@@ -26,6 +26,7 @@ that session; everything else takes the stateless path above, unchanged.
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import logging
 import math
@@ -37,7 +38,7 @@ import anyio.to_thread
 from orjson import Fragment
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute, Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from labkit.auth import Authenticator
 from labkit.errors import SERVER_BUSY, ProtocolError, http_status
@@ -121,8 +122,17 @@ class McpEndpoint:
         self.blocking_methods = frozenset(blocking_methods)
         self.legacy = legacy
         self._contexts: dict[str, RequestContext] = {}
+        # Set by `create_app`: requests for other paths (and a mounted root path, and the
+        # lifespan) go to this router; None for the endpoint the router itself calls.
+        self._fallback: ASGIApp | None = None
+        self._path = DEFAULT_PATH
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._fallback is not None and (
+            scope["type"] != "http" or scope["path"] != self._path or scope.get("root_path")
+        ):
+            await self._fallback(scope, receive, send)
+            return
         # One pass over the raw headers: only those the endpoint reads are decoded.
         fields: dict[str, str] = {}
         routing: list[tuple[str, str]] = []
@@ -180,7 +190,15 @@ class McpEndpoint:
             raise _Reject(401, "Unauthorized", [_CHALLENGE])
         streams = _check_media_types(fields)
         deadline = asyncio.get_running_loop().time() + self.timeout_seconds
-        raw = await self._read_body(receive, fields, deadline)
+        try:
+            raw = await read_body(
+                receive,
+                fields.get("content-length"),
+                max_bytes=self.max_body_bytes,
+                deadline=deadline,
+            )
+        except BodyRefused as refused:
+            raise _Reject(refused.status, refused.text, refused.headers) from None
         try:
             message = decode(raw)
         except ProtocolError:
@@ -281,17 +299,6 @@ class McpEndpoint:
 
     def _origin_allowed(self, origin: str, port: int) -> bool:
         return origin in self.allowed_origins or origin in _loopback_origins(port)
-
-    async def _read_body(self, receive: Receive, fields: dict[str, str], deadline: float) -> bytes:
-        try:
-            return await read_body(
-                receive,
-                fields.get("content-length"),
-                max_bytes=self.max_body_bytes,
-                deadline=deadline,
-            )
-        except BodyRefused as refused:
-            raise _Reject(refused.status, refused.text, refused.headers) from None
 
     async def _handle_in_thread(
         self, message: Any, context: RequestContext, deadline: float, raw_id: Any
@@ -440,23 +447,6 @@ async def _send(
     await send({"type": "http.response.body", "body": body})
 
 
-class McpApp:
-    """The ASGI app of `create_app`: a request for the endpoint's path goes straight to the
-    endpoint (no router, no middleware stack); everything else (the consent page, a 404, a
-    redirect for a trailing slash, the lifespan) to a Starlette app that routes as before."""
-
-    def __init__(self, endpoint: McpEndpoint, path: str, routes: list[BaseRoute]) -> None:
-        self.endpoint = endpoint
-        self.path = path
-        self.fallback = Starlette(routes=[Route(path, endpoint), *routes])
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] == self.path and not scope.get("root_path"):
-            await self.endpoint(scope, receive, send)
-        else:
-            await self.fallback(scope, receive, send)
-
-
 def create_app(
     server: Server,
     authenticator: Authenticator,
@@ -469,8 +459,10 @@ def create_app(
     path: str = DEFAULT_PATH,
     consent_page: ConsentPage | None = None,
     legacy: LegacyHttp | None = None,
-) -> McpApp:
-    """An ASGI app serving MCP at `path` (POST only).
+) -> McpEndpoint:
+    """An ASGI app serving MCP at `path` (POST only): the endpoint itself, which hands
+    anything else (the consent page, a 404, a redirect for a trailing slash, a mounted root
+    path, the lifespan) to a Starlette router that answers as it always did.
 
     Loopback Hosts and Origins (127.0.0.1, localhost and [::1] at the port the request
     arrived on) are always allowed; `allowed_hosts` (exact `host:port`, or a bare host for any
@@ -490,4 +482,7 @@ def create_app(
         legacy=legacy,
     )
     routes: list[BaseRoute] = [*consent_page.routes()] if consent_page is not None else []
-    return McpApp(endpoint, path, routes)
+    # The router's own copy of the endpoint serves whatever reaches it, with no dispatch.
+    endpoint._fallback = Starlette(routes=[Route(path, copy.copy(endpoint)), *routes])
+    endpoint._path = path
+    return endpoint
