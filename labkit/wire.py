@@ -63,7 +63,9 @@ _LONG_DIGITS_TEXT: Final = re.compile(r"[0-9]{19}")
 def decode(raw: bytes | str) -> Any:
     """Parse one JSON text, or raise ProtocolError(-32700). NaN and Infinity are not JSON.
     Integers come back exact whatever their size."""
-    if isinstance(raw, str):
+    if type(raw) is bytes:
+        exact_only = _LONG_RUN in raw.translate(_DIGITS_ONLY)
+    elif isinstance(raw, str):
         exact_only = _LONG_DIGITS_TEXT.search(raw) is not None
     else:
         exact_only = _LONG_RUN in raw.translate(_DIGITS_ONLY)

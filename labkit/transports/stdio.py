@@ -217,6 +217,8 @@ class StdioTransport:
         pending: list[bytes] = []
         buffer = b""
         start = 0
+        limit = self.max_line_bytes
+        handle, context = self.server.handle_encoded, self.context
         try:
             while not self._stop:
                 if self._polling:
@@ -240,6 +242,26 @@ class StdioTransport:
                 else:
                     line = buffer[start:end]
                     start = end + 1
+                    if len(line) <= limit and not self._calls and self.session is None:
+                        try:
+                            message = decode(line)
+                        except ProtocolError:
+                            message = None  # answered below, as any line
+                        if (
+                            type(message) is dict
+                            and "id" in message
+                            and message.get("method") in _BATCHED
+                        ):
+                            # The usual listing: no session, nothing to flush first, nothing
+                            # that could make it legacy (only an `initialize` starts one).
+                            encoded = handle(message, context)
+                            if encoded is not None:
+                                pending += (encoded.body, b"\n")  # joined in one copy
+                            continue
+                        if not self._batch_line(line, stdout, pending, message):
+                            log.info("stdout closed; stopping")
+                            return
+                        continue
                 if not self._batch_line(line, stdout, pending):
                     log.info("stdout closed; stopping")
                     return
@@ -272,13 +294,17 @@ class StdioTransport:
         finally:
             self._reading = False
 
-    def _batch_line(self, line: bytes, stdout: BinaryIO, pending: list[bytes]) -> bool:
+    def _batch_line(
+        self, line: bytes, stdout: BinaryIO, pending: list[bytes], message: Any = None
+    ) -> bool:
         """Answer one line into `pending`, or write what is pending first and answer it as
-        `_process` does; False when the output is gone."""
+        `_process` does; False when the output is gone. `message` is the line's, when the
+        caller has decoded it already (None: not yet, or not JSON)."""
         if self._calls or self.session is not None:
             # A legacy session on this connection: its calls write as they go.
             return _flush(stdout, pending) and self._process(line, stdout)
-        message = self._decoded(line)
+        if message is None:
+            message = self._decoded(line)
         if type(message) is bytes:
             pending.append(message)
             return True
