@@ -53,7 +53,7 @@ conformance: $(STAMP)
 	$(BIN)/python tests/conformance/run.py $(foreach era,$(CONFORMANCE_ERAS),--requirements $(era))
 
 # The solution notebooks under nbval: Restart & Run All in a fresh kernel, the outputs of the
-# cells marked NBVAL_CHECK_OUTPUT compared (lax mode, the grader's sanitizers). Its own pytest
+# cells tagged nbval-check-output compared (lax mode, the grader's sanitizers). Its own pytest
 # run: the unit run keeps `-p no:nbval`, whose plugin import alone costs seconds.
 NBVAL_SANITIZE := $(VENV)/nbval-sanitize.cfg
 

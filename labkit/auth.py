@@ -4,7 +4,7 @@ Owns: the `Authenticator` contract, token hashing, the constant-time lookup, and
 credentials. Tokens live in configuration only as SHA-256 hashes, so a leaked config file does
 not hand out working credentials. Pure module: no I/O; the HTTP transport calls it once per
 request, before reading the body. `clientInfo` never reaches this module: it is self-declared
-and identifies nobody (LESSON.md section 3).
+and identifies nobody (docs/LESSON.md section 3).
 """
 
 from __future__ import annotations

@@ -141,7 +141,7 @@ class StdioChannel:
         except (BrokenPipeError, ValueError):
             raise TransportError(self._gone()) from None
         if "id" not in message:
-            return None  # a notification gets no line back (PROTOCOL.md, "stdio")
+            return None  # a notification gets no line back (docs/protocol.md, "stdio")
         line = stdout.readline()
         if not line:
             raise TransportError(self._gone())

@@ -231,7 +231,7 @@ class LoggingSequenceTool:
 
 # -- input_required: asks, rounds and the engine -----------------------------------------------
 
-# The client capability each kind of input request needs (PROTOCOL.md, "MRTR").
+# The client capability each kind of input request needs (docs/protocol.md, "MRTR").
 CAPABILITY_OF: Final = {
     "elicitation/create": "elicitation",
     "sampling/createMessage": "sampling",

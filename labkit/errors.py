@@ -13,14 +13,14 @@ INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
-# Reserved for the specification (PROTOCOL.md): -32020..-32099. labkit invents none there.
+# Reserved for the specification (docs/protocol.md): -32020..-32099. labkit invents none there.
 HEADER_MISMATCH = -32020
 MISSING_CAPABILITY = -32021
 UNSUPPORTED_VERSION = -32022
 # Implementation-defined range -32000..-32019.
 SERVER_BUSY = -32001
 
-# Streamable HTTP status per error code (PROTOCOL.md, "Streamable HTTP at 2026-07-28").
+# Streamable HTTP status per error code (docs/protocol.md, "Streamable HTTP at 2026-07-28").
 HTTP_STATUS: dict[int, int] = {
     PARSE_ERROR: 400,
     INVALID_REQUEST: 400,

@@ -1,7 +1,7 @@
 """Form-mode elicitation: the restricted schema and the server-side validation of answers.
 
 Owns: building single-select fields, checking that a schema is a valid flat form schema, and
-validating `content` against the schema that was asked (PROTOCOL.md, "Elicitation params").
+validating `content` against the schema that was asked (docs/protocol.md, "Elicitation params").
 Pure module. The widget renderer and the tool both use it, so a form is validated the same
 way on both sides.
 """

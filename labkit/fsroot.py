@@ -13,7 +13,7 @@ Why descriptors: resolve-then-act by path string is a race. An attacker who swap
 directory for a symlink between `realpath` and `unlink(path)` deletes outside the root
 (measured: 146 escapes in 3 s). Here every step is relative to a descriptor that is already
 inside the root, and the kernel refuses to follow a link while reaching it, so a swap can
-make an operation fail but never reach outside (SECURITY.md, "Delete through file
+make an operation fail but never reach outside (docs/security.md, "Delete through file
 descriptors").
 
 What a descriptor cannot stop: a directory *moved* out of the root after it was opened keeps

@@ -114,7 +114,7 @@ def modern_capabilities(legacy: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class LegacyLimits:
-    """What one principal's legacy sessions may hold at once (SECURITY.md: bound each
+    """What one principal's legacy sessions may hold at once (docs/security.md: bound each
     principal's share). The transports enforce the call and session bounds; the session
     enforces its subscriptions."""
 
@@ -388,7 +388,7 @@ class LegacyCall:
                 self.awaiting[params["url"]] = (key, params["elicitationId"])
         elif sent["method"] == "elicitation/create":
             # A client that failed to show the request did not consent: a cancel, which
-            # mutates nothing and leaves the flow open (LESSON.md section 8).
+            # mutates nothing and leaves the flow open (docs/LESSON.md section 8).
             self.answers[key] = {"action": "cancel"}
         if self.outstanding:
             return Step([])

@@ -21,7 +21,7 @@ from labkit.wire import (
     RequestId,
 )
 
-# The MRTR fields of a retry (PROTOCOL.md, "Multi Round-Trip Requests").
+# The MRTR fields of a retry (docs/protocol.md, "Multi Round-Trip Requests").
 INPUT_RESPONSES: Final = "inputResponses"
 REQUEST_STATE: Final = "requestState"
 ACTIONS: Final = ("accept", "decline", "cancel")
@@ -127,7 +127,7 @@ def as_notification(message: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in message.items() if key != "id"}
 
 
-# -- elicitation answers (LESSON.md section 8) ------------------------------------------------
+# -- elicitation answers (docs/LESSON.md section 8) ------------------------------------------------
 
 
 def accept(content: Mapping[str, Any]) -> dict[str, Any]:

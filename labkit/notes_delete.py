@@ -179,7 +179,7 @@ def _read_answer(params: dict[str, Any]) -> dict[str, Any] | None:
     responses = params.get("inputResponses", {})
     if not isinstance(responses, dict):
         raise ProtocolError(INVALID_PARAMS, "inputResponses must be an object")
-    answer = responses.get(INPUT_KEY)  # extra unknown keys are ignored (PROTOCOL.md)
+    answer = responses.get(INPUT_KEY)  # extra unknown keys are ignored (docs/protocol.md)
     if answer is not None and (
         not isinstance(answer, dict) or answer.get("action") not in _ACTIONS
     ):
@@ -315,7 +315,7 @@ class NotesDelete:
     #
     # Small named steps: verify the state, read the answer's shape, then one handler per
     # action (`_ON_ACTION`), and for an accepted deletion one per store outcome
-    # (`_ON_DELETION`). Security order (LESSON.md section 9): the state is verified before the
+    # (`_ON_DELETION`). Security order (docs/LESSON.md section 9): the state is verified before the
     # answer is read; the answer is validated before any nonce is claimed; cancel and a missing
     # answer claim nothing.
 
@@ -447,7 +447,7 @@ class NotesDelete:
         raise ProtocolError(INVALID_PARAMS, STATE_ERROR)
 
 
-# What each answer does (LESSON.md section 8), and what each outcome of the confirmed deletion
+# What each answer does (docs/LESSON.md section 8), and what each outcome of the confirmed deletion
 # answers: tables, so a new branch is one row, not another arm of an if-chain.
 _ActionHandler = Callable[[NotesDelete, _Retry, dict[str, Any]], dict[str, Any]]
 _ON_ACTION: Final[dict[str, _ActionHandler]] = {

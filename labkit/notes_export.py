@@ -4,7 +4,7 @@ connected that service out of band through URL-mode elicitation.
 Owns: the descriptor, the argument and scope checks (the same three layers as `notes_delete`),
 the first round (a one-time consent link in a `mode: "url"` entry, and a signed state bound to
 it) and the retry (verify the state, read the server's own consent record, export exactly
-once, or ask again). `accept` only means the user agreed to open the URL (LESSON.md section 7):
+once, or ask again). `accept` only means the user agreed to open the URL (docs/LESSON.md section 7):
 the server's record decides. The credential goes from the consent record to the report service
 and nowhere else: never into a result, a state, an error or a log line.
 
@@ -253,7 +253,7 @@ class NotesExport:
                 {"exported": False, "status": "cancelled"},
             )
         if action == "decline":
-            # Terminal (LESSON.md section 8): the state is used and the link is withdrawn.
+            # Terminal (docs/LESSON.md section 8): the state is used and the link is withdrawn.
             self._claim(binding.principal, nonce, verified.expires_at)
             self.consent.revoke(link_id)
             return _complete(

@@ -8,7 +8,7 @@ a few /etc files; everything else fails with EACCES, whatever path tricks the co
 Why, although labkit.fsroot already resolves everything beneath descriptors: a directory
 *moved* out of a workspace after it was opened keeps its descriptor, and an unlink through
 that descriptor would land outside. Landlock checks the file's real place in the hierarchy
-at the moment of access, so that unlink fails with EACCES (SECURITY.md, "Layer 3").
+at the moment of access, so that unlink fails with EACCES (docs/security.md, "Layer 3").
 
 Restriction is irreversible and per thread: on the ABI of this project's kernels (7; TSYNC
 arrives with 8) only the calling thread and threads it starts later are restricted. So

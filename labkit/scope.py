@@ -3,7 +3,7 @@ authorization (layers 1 and 2 of the lesson's three-layer rule).
 
 Pure module: no I/O. It never lets `urllib`, `pathlib` or a URL model see the URI first,
 because they silently rewrite `%2e%2e`, strip control characters and drop `?query#fragment`
-(SECURITY.md, "Parse workspace URIs strictly"). A URI is rejected, never repaired.
+(docs/security.md, "Parse workspace URIs strictly"). A URI is rejected, never repaired.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ class ScopeError(ValueError):
 
     `kind` is "outside" for anything that tries to leave a directory (dot segments, encoded or
     not): on the wire it looks exactly like an unauthorized workspace, so prefix confusion and
-    encoded traversal cannot be told apart (LESSON.md section 3). `kind` is "invalid" for URIs
+    encoded traversal cannot be told apart (docs/LESSON.md section 3). `kind` is "invalid" for URIs
     that are simply not the strict form labkit accepts.
     """
 

@@ -331,7 +331,7 @@ class _Refused(Exception):
 def _confine(plan: Plan) -> None:
     """Apply the sandbox (layer 3): after every file the server needs at start is open, and
     before any thread exists, because Landlock restricts only the calling thread and the
-    threads it starts afterwards (SECURITY.md, "Layer 3")."""
+    threads it starts afterwards (docs/security.md, "Layer 3")."""
     from labkit.sandbox import SandboxUnavailable, apply_sandbox
 
     try:

@@ -53,7 +53,7 @@ from labkit.wire import (
 log = logging.getLogger("labkit.server")
 
 DEFAULT_LIST_TTL_MS = 60_000
-# Only these methods may answer `input_required` (PROTOCOL.md, "MRTR").
+# Only these methods may answer `input_required` (docs/protocol.md, "MRTR").
 MRTR_METHODS: Final = frozenset({"tools/call", "prompts/get", "resources/read"})
 # At most this many completion values per answer (the schema's `values` limit).
 MAX_COMPLETION_VALUES: Final = 100
@@ -247,7 +247,7 @@ class Server:
         """Answer one parsed JSON-RPC message.
 
         Returns None for a notification (a well-formed object without an `id`), which is never
-        dispatched: it cannot delete anything (LESSON.md section 13). An id-less object that is
+        dispatched: it cannot delete anything (docs/LESSON.md section 13). An id-less object that is
         not well formed is an invalid request and gets -32600 with `id: null`. Transports
         only frame what this returns. Every response is the caller's own: changing it changes
         nothing the server keeps.
@@ -378,7 +378,7 @@ class Server:
     def _finish(self, method: str, result: dict[str, Any]) -> None:
         """The rules every handler's result meets: `input_required` only where MRTR allows it
         (a handler that breaks this is a bug: -32603), caching hints on complete results of
-        the methods that carry them, never on an `input_required` one (PROTOCOL.md)."""
+        the methods that carry them, never on an `input_required` one (docs/protocol.md)."""
         if result.get("resultType") == "input_required":
             if method not in MRTR_METHODS:
                 raise RuntimeError(f"{method} answered input_required")

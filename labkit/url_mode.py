@@ -10,7 +10,7 @@ grants. On the MCP side a consent store that stays busy is the busy error (-3200
 internal one. Pure: the store, the clock, the key ring and the id sources are injected. Must not
 import a transport or the core.
 
-Why URL mode (LESSON.md section 7): the report service's grant is a third-party credential;
+Why URL mode (docs/LESSON.md section 7): the report service's grant is a third-party credential;
 form mode would route it through the MCP client and possibly the model's context.
 """
 
@@ -41,7 +41,7 @@ DEFAULT_CREDENTIAL_TTL_SECONDS: Final = 30 * 86_400.0
 
 def has_url_elicitation(capabilities: dict[str, Any]) -> bool:
     """Only an explicit `url` key means URL mode: `elicitation: {}` means form only
-    (LESSON.md section 5)."""
+    (docs/LESSON.md section 5)."""
     elicitation = capabilities.get("elicitation")
     return isinstance(elicitation, dict) and "url" in elicitation
 

@@ -106,7 +106,7 @@ def _complete(outcome: Pending | dict[str, Any]) -> dict[str, Any]:
     return outcome
 
 
-# -- the checkpoints (LESSON.md section 10), one small step each ------------------------------
+# -- the checkpoints (docs/LESSON.md section 10), one small step each ------------------------------
 
 
 def discovery(w: Walkthrough) -> bool:

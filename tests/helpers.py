@@ -5,7 +5,7 @@ Owns: `build_lab` (the demo deployment with a fake clock, fixed keys and counted
 test-only request builders (`request`, `call_message`, `call`, `send`, the answers; `MISSING`
 leaves a field out so malformed messages can be built), and `check_wire`, the 2026-07-28
 schema check every response sent through `send` or `call` passes (the pydantic models of
-`mcp_types._v2026_07_28`, plus the rules PROTOCOL.md adds on top of the schema).
+`mcp_types._v2026_07_28`, plus the rules docs/protocol.md adds on top of the schema).
 Imported as `from helpers import ...` (tests/ is on the path through its conftest.py);
 fixtures and the Hypothesis profile stay in conftest.py.
 """

@@ -4,7 +4,7 @@ Each round, every process sends the same signed confirmation at the same instant
 barrier) through its own server and its own store object over the shared database. Exactly
 one process deletes the note; every other one is told the state was already used (the frozen
 -32602 answer, with the replay logged as the reason); nobody sees "database is locked" or any
-other error (SECURITY.md, "Exactly-once replay store"; LESSON.md section 11, exercise 1).
+other error (docs/security.md, "Exactly-once replay store"; docs/LESSON.md section 11, exercise 1).
 """
 
 from __future__ import annotations

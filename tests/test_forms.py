@@ -1,6 +1,6 @@
 """Form-mode elicitation: the flat schema labkit asks with and the validation of answers.
 
-The answer check is the server-side re-validation LESSON.md section 6 requires: exactly the
+The answer check is the server-side re-validation docs/LESSON.md section 6 requires: exactly the
 fields that were asked, of the asked type, within the asked choices and bounds.
 """
 

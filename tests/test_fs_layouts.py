@@ -231,7 +231,7 @@ def test_layout(tmp_path: Path, row: Row, resolver: str, policy: str) -> None:
     outside = regular_identities(base / "outside", base / "notes-evil")
 
     if row.lexical_escape:
-        # Why lexical containment is not enough (LESSON.md section 3, exercise 4).
+        # Why lexical containment is not enough (docs/LESSON.md section 3, exercise 4).
         lexical = os.path.join(root_dir, *target)
         assert os.path.commonpath([root_dir, lexical]) == str(root_dir)
         assert os.path.commonpath([root_dir, os.path.realpath(lexical)]) != str(root_dir)

@@ -4,7 +4,7 @@ layout table against the tree.
 
 Read with `ast` (nothing is imported to check it), following labkit's own imports transitively,
 so a core module cannot reach a transport through a module in between. Two sources of rules:
-the core's fixed list (STYLE.md, "Layout": nothing below the core imports a transport, the
+the core's fixed list (nothing below the core imports a transport, the
 course toolkit, the grader, a widget toolkit or nbclient), and every "Must not import ...",
 "Must not be imported by ..." and "Imports nothing ..." sentence of a module docstring, whose
 phrases map to module prefixes through `PHRASES`. A phrase the table does not know fails the

@@ -1,6 +1,6 @@
 """`notes_delete` through the public core: dicts in, dicts out, every response schema-checked.
 
-Sections: the 21 behaviours of the original reference (LESSON.md section 14), the weaknesses it
+Sections: the 21 behaviours of the original reference (docs/LESSON.md section 14), the weaknesses it
 must not repeat (section 13), then scope, candidates, the form, every retry branch, the live
 re-checks before the mutation, and the replay store as the core sees it.
 """
@@ -77,7 +77,7 @@ class MutableAuthorizer:
         return AllowlistAuthorizer(self.allowlist).roots(principal)
 
 
-# == LESSON.md section 14: the 21 behaviours of the original reference =========================
+# == docs/LESSON.md section 14: the 21 behaviours of the original reference ========================
 
 
 class TestReferenceBehaviours:
@@ -248,7 +248,7 @@ class TestReferenceBehaviours:
 
     def test_18_state_and_answers_must_come_together_and_well_formed(self, lab: Lab) -> None:
         state = ask(lab)
-        # A state without an answer is re-asked (PROTOCOL.md), never an error or consent.
+        # A state without an answer is re-asked (docs/protocol.md), never an error or consent.
         again = result_of(call(lab.server, 2, state=state))
         assert again["resultType"] == "input_required"
         assert again["requestState"] != state
@@ -293,7 +293,7 @@ class TestReferenceBehaviours:
         assert deleted(call(lab.server, 2, state=state, responses=accept("note-14")))
 
 
-# == LESSON.md section 13: weaknesses of the original that labkit must not repeat ===============
+# == docs/LESSON.md section 13: weaknesses of the original that labkit must not repeat =============
 
 
 class TestOriginalWeaknesses:

@@ -1,6 +1,6 @@
 """Strict `file:` URI parsing, component-wise containment and per-principal authorization.
 
-The URI table carries every trap of SECURITY.md ("Parse workspace URIs strictly") plus the
+The URI table carries every trap of docs/security.md ("Parse workspace URIs strictly") plus the
 lesson's two examples; the properties check the parser against an independent oracle
 (`urllib` percent-decoding plus `posixpath.normpath`) and include the mutation control: the
 same property must catch a `startswith` containment within the same budget.

@@ -18,6 +18,12 @@ and becomes, in the learner's copy, one line at the marker's indentation:
 
         raise NotImplementedError()  # learner: claim the nonce, then delete the note
 
+nbval markers travel as cell tags, never as a comment in the learner's code: a solution cell
+whose first lines are `# NBVAL_CHECK_OUTPUT` (or another nbval comment marker) loses those lines
+in the learner's copy and gains the tag nbval reads instead (`nbval-check-output`, ...).
+Solutions should carry the tag themselves; the conversion keeps an old marker from reaching a
+learner.
+
 Must not run a kernel (the grader owns kernels) nor import ipywidgets: this is file work only.
 """
 
@@ -44,6 +50,14 @@ DEFAULT_PROMPT: Final = "write this part, then run the public checks"
 
 _BEGIN: Final = re.compile(r"^(?P<indent>[ \t]*)# BEGIN SOLUTION\b:?[ \t]*(?P<prompt>.*?)[ \t]*$")
 _END: Final = re.compile(r"^[ \t]*# END SOLUTION[ \t]*$")
+# nbval's comment markers and the cell tags that say the same (nbval reads both).
+NBVAL_MARKERS: Final = {
+    "NBVAL_CHECK_OUTPUT": "nbval-check-output",
+    "NBVAL_IGNORE_OUTPUT": "nbval-ignore-output",
+    "NBVAL_SKIP": "nbval-skip",
+    "NBVAL_RAISES_EXCEPTION": "nbval-raises-exception",
+}
+_MARKER: Final = re.compile(r"^[ \t]*#[ \t]*(?P<name>NBVAL_[A-Z_]+)[ \t]*$")
 # Per-cell metadata that records a run, never authored content.
 _RUN_METADATA: Final = ("execution", "collapsed", "scrolled")
 
@@ -92,6 +106,25 @@ def strip_regions(source: str, where: str) -> tuple[str, int]:
         regions += 1
         index = end + 1
     return "\n".join(out), regions
+
+
+def markers_to_tags(source: str, tags: Sequence[str], where: str) -> tuple[str, list[str]]:
+    """The cell's source without its leading nbval comment lines, and its tags with the
+    matching nbval tags added (each once)."""
+    lines = source.split("\n")
+    out_tags = list(tags)
+    index = 0
+    while index < len(lines):
+        marker = _MARKER.match(lines[index])
+        if marker is None:
+            break
+        tag = NBVAL_MARKERS.get(marker.group("name"))
+        if tag is None:
+            raise BuildError(f"{where}: unknown nbval marker {marker.group('name')}")
+        if tag not in out_tags:
+            out_tags.append(tag)
+        index += 1
+    return "\n".join(lines[index:]), out_tags
 
 
 def _find_end(lines: Sequence[str], start: int, where: str) -> int:
@@ -160,7 +193,10 @@ def learner_copy(solution: NotebookNode, name: str) -> NotebookNode:
         cell_id = cell.get("id")
         where = f"{name}, cell {number}" + (f" (id {cell_id})" if cell_id else "")
         if cell.cell_type == "code":
-            source, regions = strip_regions(cell.source, where)
+            source, tags = markers_to_tags(cell.source, cell.metadata.get("tags", []), where)
+            if tags:
+                cell.metadata["tags"] = tags
+            source, regions = strip_regions(source, where)
             if regions:
                 if not cell_id:
                     raise BuildError(f"{where}: a cell with a solution region needs a cell id")

@@ -1,4 +1,4 @@
-"""The shipped design skill (LESSON.md section 12) and `labkit export-skill`.
+"""The shipped design skill (docs/LESSON.md section 12) and `labkit export-skill`.
 
 Owns: reading the packaged `skill-elicitation-form-designer.md` and writing it out without ever
 silently replacing someone's edited copy. Plain files only: no widget, no kernel.

@@ -24,7 +24,7 @@ for one job; `Containment.start` starts a process in a fresh job in one call. Gr
 to run without all of this (`ContainmentUnavailable` names what is missing) unless the caller
 asks for `Unconfined`, whose description says so.
 
-The machine (`Host`) and the cgroup roots are injected; `survey()` reads the real ones.
+The machine (`Machine`) and the cgroup roots are injected; `survey()` reads the real ones.
 Must not import nbclient, the kernel runner, the report models or the hidden checks.
 """
 
@@ -160,7 +160,7 @@ class CgroupRoots:
 
 
 @dataclass(frozen=True)
-class Host:
+class Machine:
     """What this machine offers a job container."""
 
     bwrap: str | None
@@ -178,11 +178,11 @@ class Host:
         return gaps
 
 
-def survey(roots: CgroupRoots | None = None, bwrap: str = BWRAP) -> Host:
+def survey(roots: CgroupRoots | None = None, bwrap: str = BWRAP) -> Machine:
     """Look at the real machine: bubblewrap, root, and which cgroup version can hold a job."""
     roots = roots or CgroupRoots()
     cgroups, reasons = Cgroups.find(roots)
-    return Host(
+    return Machine(
         bwrap=bwrap if os.access(bwrap, os.X_OK) else None,
         root=os.geteuid() == 0,
         cgroups=cgroups,
@@ -403,9 +403,10 @@ def mount_view(scratch: Path, python_roots: Sequence[Path]) -> list[str]:
     args += ["--bind", str(scratch), str(scratch)]
     # Links beside the scratch folder that point into it (the grader's `../outputs`, as the
     # course lays it out) are made again in the view: they reach nothing but the scratch.
-    for entry in sorted(scratch.parent.iterdir()) if scratch.parent.is_dir() else ():
-        if entry.is_symlink() and entry.resolve().is_relative_to(scratch.resolve()):
-            args += ["--symlink", os.readlink(entry), str(entry)]
+    beside = sorted(scratch.parent.iterdir()) if scratch.parent.is_dir() else []
+    for link in beside:
+        if link.is_symlink() and link.resolve().is_relative_to(scratch.resolve()):
+            args += ["--symlink", os.readlink(link), str(link)]
     args += ["--chdir", str(scratch)]
     return args
 
@@ -491,7 +492,7 @@ class Containment(Jobs):
     """Confined jobs: bubblewrap namespaces, a cgroup and a uid of its own per job."""
 
     limits: Limits
-    host: Host = field(default_factory=survey)
+    host: Machine = field(default_factory=survey)
     pool: UidPool = field(default_factory=UidPool)
     landlock: str = "landlock"
     description: str = ""

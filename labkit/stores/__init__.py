@@ -44,7 +44,7 @@ from labkit.scope import Path
 
 # The replay store's bounds (every backend, and the `[stores]` settings): how many live claims
 # in all, and how many one principal may hold, so no caller can fill the store for the others
-# (SECURITY.md, "Exactly-once replay store"; LESSON.md section 13).
+# (docs/security.md, "Exactly-once replay store"; docs/LESSON.md section 13).
 DEFAULT_CAPACITY = 10_000
 DEFAULT_PER_PRINCIPAL = 1_000
 

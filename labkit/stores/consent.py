@@ -184,7 +184,7 @@ class SqliteConsentStore:
     """The consent record in one SQLite file (stdlib sqlite3): consent survives a restart.
 
     Each operation opens a short connection and runs in one `BEGIN IMMEDIATE` transaction, so
-    two processes sharing the file can never both use one link (SECURITY.md, "Exactly-once").
+    two processes sharing the file can never both use one link (docs/security.md, "Exactly-once").
     """
 
     def __init__(

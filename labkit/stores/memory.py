@@ -116,7 +116,7 @@ class MemoryReplayStore:
     """Bounded, TTL-pruned nonce store with a per-principal share.
 
     The per-principal share stops one caller from filling the store with declines and so
-    blocking every other principal's deletions (LESSON.md section 13).
+    blocking every other principal's deletions (docs/LESSON.md section 13).
     """
 
     def __init__(

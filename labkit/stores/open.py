@@ -20,7 +20,7 @@ with any password masked, the reason and what to check.
 
 A notes spec and a replay spec naming the same database (the same SQLite file, the same
 PostgreSQL target and schema) give ONE store object, so a deletion claims its nonce and deletes
-its note in one transaction (LESSON.md section 9). Any other pair of persistent stores uses
+its note in one transaction (docs/LESSON.md section 9). Any other pair of persistent stores uses
 the two-step protocol of `labkit.stores`; `open_stores` resolves the pending claims a crash
 left before it returns (`recover_pending`). `check_layout` refuses the pairs that cannot keep
 their promise after a crash (persistent notes with in-memory claims), naming the safe ones.

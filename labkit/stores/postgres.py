@@ -6,7 +6,7 @@ and this schema's side of the two-step protocol (pending claims, receipts) when 
 A server that is down, unreachable or out of disk is `StoreUnavailable`.
 Must not import the server or a transport.
 
-The exactly-once unit is the pattern measured in SECURITY.md (16 processes x 100 rounds, one
+The exactly-once unit is the pattern measured in docs/security.md (16 processes x 100 rounds, one
 winner per round, no errors): in one transaction, `INSERT ... ON CONFLICT (principal, nonce)
 ... RETURNING` (no row back means "already used"), then `DELETE ... RETURNING` of the note. A
 concurrent claimer of the same nonce waits on the unique index until the winner commits or

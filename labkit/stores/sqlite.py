@@ -7,7 +7,7 @@ descriptors, each a `StoreUnavailable`), the one-transaction claim-and-delete us
 notes and the nonces live in the same file, and this file's side of the two-step protocol
 (pending claims, receipts) when they do not. Must not import the server or a transport.
 
-Why it is built this way (SECURITY.md, "Exactly-once replay store", measured with 16 processes
+Why it is built this way (docs/security.md, "Exactly-once replay store", measured with 16 processes
 x 100 rounds): WAL plus `BEGIN IMMEDIATE` plus a busy timeout gave one winner per round and no
 errors, while a deferred `BEGIN` failed "database is locked" on 1,271 of 1,600 attempts. A
 locked database is retried here and never reported as a replay: only a conflicting insert of

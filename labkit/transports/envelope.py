@@ -67,7 +67,7 @@ def header_mismatch(message: Any, headers: Iterable[tuple[str, str]]) -> Protoco
     method without `_meta` (a legacy `initialize`), -32602 for a missing or non-string
     `_meta` version or missing capabilities. It runs before the version is judged, so a
     header that disagrees with the body is reported as such, while a header and body that
-    agree on an unsupported version get the core's -32022 with its data (PROTOCOL.md).
+    agree on an unsupported version get the core's -32022 with its data (docs/protocol.md).
     """
     if not _checkable(message):
         return None

@@ -4,7 +4,7 @@ Owns: DNS-rebinding protection (Host and Origin), bearer authentication, the bod
 and the per-request timeout (the body is read by `limits.read_body`, as the consent page's
 is), the routing-header checks, and the mapping of JSON-RPC outcomes to
 HTTP statuses (`labkit.errors.http_status`). Stateless: `Mcp-Session-Id` and `Last-Event-ID`
-are never read, minted or echoed (PROTOCOL.md, "Streamable HTTP at 2026-07-28"). A response is
+are never read, minted or echoed (docs/protocol.md, "Streamable HTTP at 2026-07-28"). A response is
 `application/json`, unless the handler sent notifications for the request (progress) and the
 client accepts `text/event-stream`: then the notifications and the response travel as SSE
 events on the POST's own response, in that order. A call run in a worker thread (tools/call

@@ -46,7 +46,7 @@ log = logging.getLogger("labkit.transports.legacy_http")
 SESSION_HEADER: Final = "mcp-session-id"
 _DEFAULTS: Final = LegacyLimits()
 DEFAULT_MAX_SESSIONS: Final = _DEFAULTS.max_sessions
-# No principal may fill the table for everyone else (SECURITY.md, "bound each principal's
+# No principal may fill the table for everyone else (docs/security.md, "bound each principal's
 # share"): past this many, its own least recently used session is dropped.
 DEFAULT_SESSIONS_PER_PRINCIPAL: Final = _DEFAULTS.sessions_per_principal
 DEFAULT_IDLE_SECONDS: Final = _DEFAULTS.idle_seconds
@@ -297,7 +297,7 @@ class LegacyHttp:
                     await _respond(200, step.result)(send)
                     return
                 if not sse:
-                    # JSON alone cannot carry live requests (PROTOCOL.md, the legacy side).
+                    # JSON alone cannot carry live requests (docs/protocol.md, the legacy side).
                     refused = ProtocolError(
                         INVALID_REQUEST, "This call needs input: accept text/event-stream"
                     )

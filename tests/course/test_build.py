@@ -101,6 +101,37 @@ def test_learner_copy_strips_outputs_tags_answers_and_stamps_metadata() -> None:
     assert solution.cells[1].outputs and "INSERT" in solution.cells[1].source
 
 
+def test_nbval_comment_markers_become_cell_tags() -> None:
+    nb = notebook(
+        executed("# NBVAL_CHECK_OUTPUT\nprint('out')"),
+        executed("#NBVAL_IGNORE_OUTPUT\n# NBVAL_SKIP\nx = 1"),
+        executed("print('# NBVAL_CHECK_OUTPUT stays: it is not a leading marker line')"),
+    )
+    nb.cells[0].metadata["tags"] = ["nbval-check-output", "keep-me"]
+    learner = build.learner_copy(nb, "nb")
+    first, second, third = learner.cells
+    assert first.source == "print('out')"
+    assert first.metadata["tags"] == ["nbval-check-output", "keep-me"]  # each tag once
+    assert second.source == "x = 1"
+    assert second.metadata["tags"] == ["nbval-ignore-output", "nbval-skip"]
+    assert third.source == nb.cells[2].source and "tags" not in third.metadata
+    # The solution itself is left as authored.
+    assert nb.cells[0].source.startswith("# NBVAL_CHECK_OUTPUT")
+
+
+def test_tagged_cells_keep_their_tags_and_source() -> None:
+    cell = executed("print('out')")
+    cell.metadata["tags"] = ["nbval-check-output"]
+    learner = build.learner_copy(notebook(cell), "nb")
+    assert learner.cells[0].source == "print('out')"
+    assert learner.cells[0].metadata["tags"] == ["nbval-check-output"]
+
+
+def test_an_unknown_nbval_marker_is_refused() -> None:
+    with pytest.raises(build.BuildError, match="unknown nbval marker NBVAL_CHECK_OUTPUTS"):
+        build.learner_copy(notebook(executed("# NBVAL_CHECK_OUTPUTS\nx = 1")), "nb")
+
+
 def test_digest_follows_sources_and_ids_not_outputs() -> None:
     a = notebook(executed("x = 1", "one\n"))
     b = notebook(executed("x = 1", "two\n"))

@@ -4,6 +4,7 @@ learner-only traceback, repeatability, hints, hidden checks and exercises not av
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -14,7 +15,13 @@ import pytest
 import labkit.course
 from labkit.course.exercises.calls import is_learner_file
 from labkit.course.exercises.checkpoints import read_walkthrough
-from labkit.course.exercises.checks import Checker, CheckReport, HintState, UnknownExercise
+from labkit.course.exercises.checks import (
+    Checker,
+    CheckReport,
+    CheckResult,
+    HintState,
+    UnknownExercise,
+)
 from labkit.course.exercises.registry import EXERCISES
 from labkit.course.exercises.trial import (
     Check,
@@ -363,6 +370,23 @@ def test_checkpoints_run_the_reference_walkthrough_as_eleven_checks() -> None:
     assert len(report.results) == 11
     assert report.passed, str(report)
     assert report.results[7].name == "checkpoint 8: two servers: one confirmation, one deletion"
+    # Nothing of the learner's is graded here, so no hidden checks are promised.
+    assert report.headline == "checkpoints: all 11 checks passed"
+    assert "hidden" not in str(report) and "hidden" not in report._repr_html_()
+
+
+def test_the_html_view_wraps_failure_messages_at_spaces_and_escapes_them() -> None:
+    failed = CheckResult(
+        "fresh claim", Outcome.INCORRECT, "ex1 · <b>wrong</b> & " + "x" * 300, 0, 1
+    )
+    report = CheckReport("ex1", "SQLite replay store", (failed,))
+    view = report._repr_html_()
+    assert "&lt;b&gt;wrong&lt;/b&gt; &amp;" in view and "<b>wrong</b>" not in view
+    pre = re.search(r'<pre style="([^"]*)">', view)
+    assert pre is not None, view
+    assert "white-space: pre-wrap" in pre.group(1) and "word-break: normal" in pre.group(1)
+    assert "break-all" not in view
+    assert "ex1: 0/1 public checks passed" in view
 
 
 def test_a_failed_checkpoint_is_read_with_its_notes() -> None:

@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions"
 NOTEBOOKS = ROOT / "notebooks"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+CHECK_TAG = "nbval-check-output"
 
 COURSE = {
     "01-scope-three-layers.ipynb": None,
@@ -137,10 +138,93 @@ def test_saved_solution_keeps_a_rendered_form(name: str) -> None:
 @pytest.mark.parametrize("name", list(COURSE))
 def test_checked_cells_exist_and_print_something(name: str) -> None:
     nb = load(SOLUTIONS / name)
-    checked = [c for c in code_cells(nb) if c.source.lstrip().startswith("# NBVAL_CHECK_OUTPUT")]
-    assert checked, f"{name}: no cell marked # NBVAL_CHECK_OUTPUT"
+    checked = [c for c in code_cells(nb) if CHECK_TAG in c.metadata.get("tags", [])]
+    assert checked, f"{name}: no cell tagged {CHECK_TAG}"
     for cell in checked:
         assert text_of(cell.outputs).strip(), f"{name}: checked cell {cell.get('id')} is empty"
+    # The learner copy carries the same tags: the grader and nbval read them there too.
+    learner = {c.get("id"): c for c in code_cells(load(NOTEBOOKS / name))}
+    for cell in checked:
+        assert CHECK_TAG in learner[cell.get("id")].metadata.get("tags", []), cell.get("id")
+
+
+@pytest.mark.parametrize("folder", [SOLUTIONS, NOTEBOOKS])
+def test_no_nbval_comment_reaches_a_cell(folder: Path) -> None:
+    """nbval markers are cell tags, never a comment line in the learner's code."""
+    for path in sorted(folder.glob("*.ipynb")):
+        for cell in code_cells(load(path)):
+            assert "NBVAL_" not in cell.source, f"{path.name} {cell.get('id')}"
+
+
+# Words Mermaid's flowchart grammar reserves: as a node id they break the diagram's parse.
+MERMAID_RESERVED = {
+    "end",
+    "call",
+    "class",
+    "classDef",
+    "click",
+    "style",
+    "linkStyle",
+    "default",
+    "subgraph",
+    "graph",
+    "flowchart",
+    "direction",
+    "href",
+    "callback",
+    "interpolate",
+}
+_NODE_ID = re.compile(r"^\s*([A-Za-z_][\w-]*)\s*(?:[\[({>]|-->|---|-- |==>|-\.)", re.M)
+
+
+@pytest.mark.parametrize("name", list(COURSE))
+def test_flowchart_node_ids_are_not_reserved_words(name: str) -> None:
+    """The browser test parses every diagram for real; this catches the commonest mistake
+    without a browser."""
+    for text in markdown(load(SOLUTIONS / name)):
+        for diagram in re.findall(r"```mermaid\n(.*?)```", text, re.S):
+            if not diagram.lstrip().startswith(("flowchart", "graph")):
+                continue
+            ids = set(_NODE_ID.findall(diagram)) - {"subgraph"}
+            assert not ids & MERMAID_RESERVED, f"{name}: node ids {ids & MERMAID_RESERVED}"
+
+
+def test_the_reserved_word_check_finds_a_reserved_node_id() -> None:
+    diagram = 'flowchart TD\n    call["x"] --> b{"y"}\n    b --> end2\n'
+    assert set(_NODE_ID.findall(diagram)) & MERMAID_RESERVED == {"call"}
+
+
+PREDICT = "Predict before you run"
+
+
+@pytest.mark.parametrize("name", list(COURSE))
+def test_predicted_answers_are_folded_until_opened(name: str) -> None:
+    texts = markdown(load(SOLUTIONS / name))
+    for index, text in enumerate(texts):
+        if PREDICT not in text:
+            continue
+        assert "<details>" not in text, f"{name}: the answer sits in the question's own cell"
+        later = texts[index + 1 : index + 3]
+        folded = [t for t in later if re.search(r"<details>\s*<summary>.*?</summary>", t, re.S)]
+        assert folded, f"{name}: the answer to the prediction is not in a <details> block"
+        assert "</details>" in folded[0]
+    assert not any(t.lstrip().startswith("**Answer:**") for t in texts), name
+
+
+def test_notebook_07_shows_the_whole_requests_it_asks_about() -> None:
+    nb = load(SOLUTIONS / "07-ex5-legacy-adapter.ipynb")
+    cell = next(c for c in code_cells(nb) if c.get("id") == "try")
+    shown = text_of(cell.outputs)
+    assert '"elicitationId":"elicit-1"' in shown, shown
+    assert "..." not in shown.replace('..."', ""), "a request is cut short"
+
+
+def test_exercise_3_checks_containment_against_the_requested_workspace() -> None:
+    nb = load(SOLUTIONS / "05-ex3-sqlite-notes.ipynb")
+    task = next(t for t in markdown(nb) if "## The task" in t)
+    assert "**requested** workspace" in task and "sibling" in task, task
+    answer = next(c for c in code_cells(nb) if c.get("id") == "ex3-solution")
+    assert "REQUESTED workspace (workspace_uri)" in answer.source
 
 
 @pytest.mark.parametrize("prefix", DIAGRAMS)

@@ -33,10 +33,10 @@ from labkit.grade.containment import (
     Cgroups,
     Containment,
     ContainmentUnavailable,
-    Host,
     Job,
     Jobs,
     Limits,
+    Machine,
     UidPool,
     survey,
 )
@@ -383,7 +383,7 @@ def test_cgroup_v1_when_v2_has_no_controllers_and_none_when_neither(tmp_path: Pa
 
 
 def test_grading_refuses_without_containment_and_names_what_is_missing() -> None:
-    host = Host(bwrap=None, root=False, cgroups=None, reasons=("v1 not writable",))
+    host = Machine(bwrap=None, root=False, cgroups=None, reasons=("v1 not writable",))
     with pytest.raises(ContainmentUnavailable) as refused:
         Containment(LIMITS, host=host)
     message = str(refused.value)
@@ -393,7 +393,7 @@ def test_grading_refuses_without_containment_and_names_what_is_missing() -> None
 def test_without_a_cgroup_a_job_is_still_contained_and_every_report_says_so(
     scratch: Path,
 ) -> None:
-    host = Host(bwrap=BWRAP, root=True, cgroups=None, reasons=("v1 not writable at /x",))
+    host = Machine(bwrap=BWRAP, root=True, cgroups=None, reasons=("v1 not writable at /x",))
     contained = Containment(LIMITS, host=host)
     assert contained.description.startswith(NO_CGROUP)
     assert (
@@ -428,10 +428,10 @@ def test_unconfined_grading_says_so_in_every_report(
     args = ["grade", str(tmp_path / "subs"), "--solutions", str(FIXTURES), "--out", str(out)]
     assert cli.main([*args, "--unconfined"]) == 0
     summary = capsys.readouterr().out
-    sub = SubmissionReport.model_validate_json((out / "paths.json").read_text())
+    sub = SubmissionReport.model_validate_json((out / "submissions" / "paths.json").read_text())
     assert sub.sandbox.startswith(UNCONFINED)
     assert f"sandbox: {sub.sandbox}" in summary
-    assert f"Sandbox: {sub.sandbox}" in (out / "paths.feedback.txt").read_text()
+    assert f"Sandbox: {sub.sandbox}" in (out / "submissions" / "paths.feedback.txt").read_text()
     assert jobs_for(LIMITS).description.startswith("bubblewrap(net,pid,mount) cgroup-v")
 
 

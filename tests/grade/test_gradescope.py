@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -117,7 +118,8 @@ def test_correct_submission_scores_full_marks_with_hidden_checks_after_publishin
     assert hidden and {t.visibility for t in hidden} == {"after_published"}
     assert {t.visibility for t in results.tests if t not in hidden} == {"visible"}
     assert results.stdout_visibility == "hidden" and results.execution_time > 0
-    assert "paths.ipynb: 24/24 points" in results.output
+    total = f"{results.score:g}/{results.score:g} points"
+    assert f"paths.ipynb: {total}" in results.output
 
 
 def test_wrong_submission_loses_points_and_cannot_read_the_packaged_solutions(
@@ -131,7 +133,9 @@ def test_wrong_submission_loses_points_and_cannot_read_the_packaged_solutions(
     failed = [t for t in results.tests if t.status == "failed"]
     assert failed and results.score < sum(t.max_score for t in results.tests)
     assert results.score == sum(t.score for t in results.tests)
-    assert "cell `peek` raised: PermissionError" in results.output
+    # The added cell's read fails: the solutions are outside the job's view or refused.
+    refused = r"a cell you added raised: (FileNotFoundError|PermissionError)"
+    assert re.search(refused, results.output)
     # The submission-wide output quotes no hidden check's message before publishing.
     for test in results.tests:
         if test.visibility == "after_published" and test.output != "not attempted":

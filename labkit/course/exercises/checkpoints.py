@@ -1,4 +1,4 @@
-"""`check("checkpoints")`: the lesson's 11 checkpoints (LESSON.md section 10), run against the
+"""`check("checkpoints")`: the lesson's 11 checkpoints (docs/LESSON.md section 10), run against the
 real core through the reference walkthrough, one check result each.
 
 Owns: reading the walkthrough's printed report. It calls only

@@ -6,7 +6,7 @@ registry it reads, where learner names are looked up, hidden checks, bounds, hin
 `run_check`, graded hints, and `check()`/`hint()` over the default registry.
 
 A message names the check, says what was expected and what happened, and gives one next step
-without the answer (COURSE.md, complaint 4). The pass line never says "all tests passed":
+without the answer. The pass line never says "all tests passed":
 hidden checks run at grading (otter #138).
 
 The grader reuses these definitions: `Exercise.checks` are the public checks, and hidden
@@ -21,6 +21,7 @@ Must not import ipywidgets: no widget is needed to check or grade.
 
 from __future__ import annotations
 
+import html
 import json
 import logging
 import sys
@@ -28,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from labkit.course.exercises.calls import Answer, Materialized, perform, roundtrip
 from labkit.course.exercises.race import RaceResult, race
@@ -85,6 +86,8 @@ class CheckReport:
     results: tuple[CheckResult, ...]
     available: bool = True
     note: str = ""
+    # Whether hidden checks exist for this exercise at grading (not for one with no learner code).
+    graded: bool = True
 
     @property
     def passed(self) -> bool:
@@ -139,6 +142,8 @@ class CheckReport:
                 f"({total - hidden} public, {hidden} hidden); "
                 f"{self.score:g}/{self.possible:g} points"
             )
+        if self.passed and not self.graded:
+            return f"{self.exercise_id}: all {total} checks passed"
         if self.passed:
             return (
                 f"{self.exercise_id}: public checks passed ({total}/{total}); "
@@ -166,6 +171,20 @@ class CheckReport:
             lines += ["", f"{fence}text", r.message, fence]
         return "\n".join(lines) + "\n"
 
+    def _repr_html_(self) -> str:
+        """JupyterLab's view: the Markdown view's content, with each failure message in a block
+        that wraps at spaces (JupyterLab's own `pre` rule breaks lines inside words)."""
+        items = "".join(
+            f"<li>{'<b>' if not r.passed else ''}{html.escape(r.outcome.value)}"
+            f"{'</b>' if not r.passed else ''} · {html.escape(r.name)}</li>"
+            for r in self.results
+        )
+        parts = [f"<p><b>{html.escape(self.headline)}</b> ({html.escape(self.title)})</p>"]
+        if items:
+            parts.append(f"<ul>{items}</ul>")
+        parts += [f'<pre style="{_WRAP}">{html.escape(r.message)}</pre>' for r in self.failed]
+        return f'<div class="labkit-check">{"".join(parts)}</div>'
+
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(str(self))
 
@@ -180,6 +199,12 @@ class CheckReport:
             "headline": self.headline,
             "results": [r.to_dict() for r in self.results],
         }
+
+
+# Wrap long message lines at spaces; a word longer than the line is the only thing broken.
+_WRAP: Final = (
+    "white-space: pre-wrap; word-break: normal; overflow-wrap: break-word; margin: 0.5em 0"
+)
 
 
 def _md_escape(text: str) -> str:
@@ -331,7 +356,8 @@ class Checker:
                 result = run_check(exercise, c, runner, self.settings, shared, hidden=is_hidden)
             log.info("%s · %s: %s", exercise.id, c.name, result.outcome.value)
             results.append(result)
-        return CheckReport(exercise.id, exercise.title, tuple(results))
+        graded = bool(exercise.contracts)
+        return CheckReport(exercise.id, exercise.title, tuple(results), graded=graded)
 
     def _find(
         self, exercise: Exercise, given: Mapping[str, Any]

@@ -2,8 +2,8 @@
 
 Contract: `claim_and_delete(conn, principal, nonce, note_id, expires_at) -> bool` records the
 (principal, nonce) claim and deletes the note in one transaction; True when both happened,
-otherwise nothing changes and it returns False (LESSON.md section 9, SECURITY.md "Exactly-once
-replay store").
+otherwise nothing changes and it returns False (docs/LESSON.md section 9,
+docs/security.md "Exactly-once replay store").
 
 Each check builds a fresh SQLite file in its own temporary folder, reads the result through a
 separate connection, and never depends on another check. Must not import ipywidgets.

@@ -5,7 +5,7 @@ Contract: `url_elicitation(capabilities, message, url) -> dict` returns the 2026
 "params": {"mode": "url", "message", "url"}}`, no `elicitationId`), and raises
 `labkit.ProtocolError` with code -32021 and `data = {"requiredCapabilities": {"elicitation":
 {"url": {}}}}` when *this* request's capabilities do not declare `elicitation.url`
-(LESSON.md sections 5 and 7; PROTOCOL.md "Elicitation params"). labkit's own version is
+(docs/LESSON.md sections 5 and 7; docs/protocol.md "Elicitation params"). labkit's own version is
 `labkit.url_mode.url_elicitation`.
 
 Must not import ipywidgets.

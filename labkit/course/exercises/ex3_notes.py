@@ -4,7 +4,7 @@
 Contract: `delete_note(conn, authorizer, principal, workspace_uri, note_id) -> bool`. Inside
 one `BEGIN IMMEDIATE` transaction: re-authorize the principal for the workspace, read the
 note's current uri, check containment by whole path components, delete only when all hold
-(LESSON.md sections 3 and 9: re-check immediately before the deletion).
+(docs/LESSON.md sections 3 and 9: re-check immediately before the deletion).
 
 "Moved after the form was shown" is staged for real: a trace callback on the learner's
 connection moves the note out of the workspace, through a second connection, just before the

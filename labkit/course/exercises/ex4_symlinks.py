@@ -4,7 +4,7 @@
 Contract: `resolve_inside(root, relative) -> pathlib.Path` returns the real path of the file
 `relative` names under `root` when, after following every symlink, it is still inside `root`
 (whole components); raises `PermissionError` otherwise, `..` escapes and absolute paths
-included (LESSON.md section 3: lexical containment cannot stop a symlink escape).
+included (docs/LESSON.md section 3: lexical containment cannot stop a symlink escape).
 
 Each check builds the tree of `fixtures.make_symlink_tree` in its own temporary folder.
 Paths in messages start with `<tmp>` so a message is the same on every run. Must not import

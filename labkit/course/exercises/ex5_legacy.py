@@ -6,7 +6,7 @@ server-to-client JSON-RPC requests, as `(input key, request)` pairs in the map's
 request gets a fresh id from `next_id()`, the entry's method, and its params unchanged, except
 that a URL-mode `elicitation/create` gains the `elicitationId` 2025-11-25 requires (from
 `new_elicitation_id()`); an entry without params (`roots/list`) has none. The input map is never
-modified: the modern handler's result is not the adapter's to change (LESSON.md section 11,
+modified: the modern handler's result is not the adapter's to change (docs/LESSON.md section 11,
 exercise 5). labkit's own version is `labkit.legacy.to_legacy_requests`.
 
 Must not import ipywidgets.

@@ -1,7 +1,7 @@
 """The course's exercises as data: the registry the check engine reads.
 
 Owns: `EXERCISES`, one `Exercise` per notebook exercise (id, title, contract names, public
-checks, graded hints), in lesson order (LESSON.md section 11), plus `checkpoints`.
+checks, graded hints), in lesson order (docs/LESSON.md section 11), plus `checkpoints`.
 
 The grader adds hidden checks without editing this module: `Checker(hidden={"ex1": [...]})`.
 It imports the exercise modules and never the check engine (`labkit.course.exercises.checks`

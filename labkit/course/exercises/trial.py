@@ -316,8 +316,7 @@ class Trial:
 def call_bounded(fn: Callable[..., T], args: Sequence[Any], timeout: float) -> tuple[T] | None:
     """Run `fn(*args)` in a daemon thread and wait at most `timeout` seconds; `fn` must not
     raise (it is `calls.perform`). None means it did not return in time: the thread is
-    abandoned (Python cannot stop it), but the check and the notebook carry on (COURSE.md,
-    complaint 7)."""
+    abandoned (Python cannot stop it), but the check and the notebook carry on."""
     box: list[T] = []
 
     def target() -> None:

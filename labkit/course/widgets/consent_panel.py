@@ -1,4 +1,4 @@
-"""A URL-mode elicitation request as a consent panel (LESSON.md section 7).
+"""A URL-mode elicitation request as a consent panel (docs/LESSON.md section 7).
 
 Owns: `UrlConsent`, the checks a URL must pass before it is even shown, and how the
 destination is presented (the full URL, its host in bold, warnings).

@@ -1,4 +1,4 @@
-"""A form-mode elicitation request rendered as live ipywidgets (LESSON.md section 6).
+"""A form-mode elicitation request rendered as live ipywidgets (docs/LESSON.md section 6).
 
 Owns: `ElicitationForm`, the mapping from a restricted-schema field to an input widget, reading
 the widgets back into an answer, and the per-field error labels.
@@ -219,7 +219,7 @@ def _select_multiple(field: Mapping[str, Any], required: bool) -> Any:
     return widgets.SelectMultiple(options=options, value=tuple(field.get("default", ())))
 
 
-# Field kind -> widget builder (COURSE.md: never a Bounded* widget, they clamp silently).
+# Field kind -> widget builder (never a Bounded* widget: they clamp silently).
 _BUILDERS: dict[str, Callable[[Mapping[str, Any], bool], Any]] = {
     "string": _text,
     "integer": _int,

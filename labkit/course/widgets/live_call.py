@@ -6,7 +6,8 @@ waits: `start_tool` makes the first call, renders one panel per `inputRequests` 
 returns at once; the last panel's answer calls `host.resume` from the click handler and shows
 the outcome (the final result, the next round's panels or the error) in the same area.
 Does not own the protocol: the host builds requests, keeps `requestState` byte-exact and
-retries with a new id (LESSON.md section 4). Nothing in the protocol core may import this module.
+retries with a new id (docs/LESSON.md section 4). Nothing in the protocol core may import
+this module.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def _url(params: Mapping[str, Any], opener: Opener | None) -> Panel:
     return UrlConsent(params, opener=opener)
 
 
-# Elicitation mode -> panel. A missing mode means form (PROTOCOL.md, "Elicitation params").
+# Elicitation mode -> panel. A missing mode means form (docs/protocol.md, "Elicitation params").
 PANELS: dict[str, Callable[[Mapping[str, Any], Opener | None], Panel]] = {
     "form": _form,
     "url": _url,
@@ -134,7 +135,7 @@ class LiveCall(Generic[P]):
         self.panels = panels
         heading = widgets.HTML(f"<b>Round {len(self.rounds)}</b>: the server needs your input.")
         if not panels:
-            # State alone means "retry later" (PROTOCOL.md, MRTR): the user decides when.
+            # State alone means "retry later" (docs/protocol.md, MRTR): the user decides when.
             retry = widgets.Button(description="Retry")
             retry.on_click(lambda _b: self._resume(pending, {}, retry))
             self._append(heading, widgets.HTML("The server asked to retry later."), retry)

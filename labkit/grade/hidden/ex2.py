@@ -1,6 +1,6 @@
 """Hidden checks for ex2, `url_elicitation(capabilities, message, url) -> dict`.
 
-Only an `elicitation` object holding a `url` key declares URL mode (LESSON.md section 5); the
+Only an `elicitation` object holding a `url` key declares URL mode (docs/LESSON.md section 5); the
 refusal is labkit's ProtocolError with code -32021 and data naming exactly what is missing.
 The public checks try the plain declarations and refusals; these try what they skip: unknown
 keys beside `url`, an `elicitation` value that is not an object, a `url` key in the wrong

@@ -4,7 +4,7 @@
 One modern `inputRequests` map becomes live 2025-11-25 requests, `(key, request)` in the map's
 order: a fresh id per entry from `next_id()`, the method, the params unchanged, plus an
 `elicitationId` from `new_elicitation_id()` on a URL-mode `elicitation/create` only (an
-elicitation without `mode` is form, PROTOCOL.md "Elicitation params"). The public checks use
+elicitation without `mode` is form, docs/protocol.md "Elicitation params"). The public checks use
 one or two entries, ids counting up by one and a single URL entry; these use five entries in
 an order no sort reproduces, ids that do not count up, several URL entries, a form without
 `mode`, sampling and roots entries (with and without params), a method the adapter does not
