@@ -12,23 +12,15 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from course.mistake_catalogue import MISTAKES, SETUP, grade_in_process
 
-from labkit.course.exercises.checks import InProcessRunner, run_checks
+from labkit.course.exercises.checks import run_checks
 from labkit.course.exercises.registry import EXERCISES
 from labkit.course.exercises.trial import CheckSettings, Outcome
 from labkit.grade.worker import WorkerRunner, worker_argv
 
-MISTAKES = Path(__file__).resolve().parents[1] / "course" / "mistakes"
-# What the notebooks' setup cells give an answer cell.
-SETUP = (
-    "import copy, itertools, os, sqlite3\n"
-    "from pathlib import Path\n"
-    "from labkit import ProtocolError, ScopeError, authorize, contains, parse_file_uri\n"
-    "from labkit.errors import MISSING_CAPABILITY\n"
-)
 # ex1's answers race two processes per run: its correct answers stand for the exercise here.
 CATALOGUE = sorted(MISTAKES.glob("ex[2-5]/*.py")) + sorted(MISTAKES.glob("ex1/correct_*.py"))
 ARGV = worker_argv(
@@ -60,17 +52,7 @@ def through_worker(exercise_id: str, body: str, scratch: Path) -> dict[str, Outc
 
 
 def in_process(exercise_id: str, body: str, scratch: Path) -> dict[str, Outcome]:
-    exercise = EXERCISES[exercise_id]
-    namespace: dict[str, Any] = {"__name__": "__learner__"}
-    exec(compile(SETUP + body, "<answer>", "exec"), namespace)
-    runner = InProcessRunner({n: namespace[n] for n in exercise.contracts if n in namespace})
-    report = run_checks(
-        exercise,
-        exercise.checks,
-        runner,
-        namespace.__contains__,
-        CheckSettings(call_timeout=10, tmp_parent=scratch),
-    )
+    report = grade_in_process(exercise_id, body, scratch)
     return {r.name: r.outcome for r in report.results}
 
 
