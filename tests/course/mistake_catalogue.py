@@ -11,13 +11,14 @@ where the phrase is what the failing check's next step must contain.
 from __future__ import annotations
 
 import linecache
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from labkit.course.exercises.checks import CheckReport, InProcessRunner, run_checks
 from labkit.course.exercises.registry import EXERCISES
-from labkit.course.exercises.trial import CheckSettings, Outcome
+from labkit.course.exercises.trial import Check, CheckSettings, Outcome
 
 MISTAKES = Path(__file__).resolve().parent / "mistakes"
 # What the notebooks' setup cells give an answer cell.
@@ -60,9 +61,11 @@ def answers(pattern: str) -> list[Path]:
     return sorted(MISTAKES.glob(pattern))
 
 
-def grade_in_process(exercise_id: str, body: str, scratch: Path) -> CheckReport:
-    """The public checks of `exercise_id` against `body` run after the setup cell, in this
-    process, as `check("exN")` in a notebook does."""
+def grade_in_process(
+    exercise_id: str, body: str, scratch: Path, checks: Sequence[Check] | None = None
+) -> CheckReport:
+    """The public checks of `exercise_id` (or `checks`) against `body` run after the setup
+    cell, in this process, as `check("exN")` in a notebook does."""
     exercise = EXERCISES[exercise_id]
     namespace: dict[str, Any] = {"__name__": "__learner__"}
     text = SETUP + body
@@ -73,7 +76,7 @@ def grade_in_process(exercise_id: str, body: str, scratch: Path) -> CheckReport:
     runner = InProcessRunner({n: namespace[n] for n in exercise.contracts if n in namespace})
     return run_checks(
         exercise,
-        exercise.checks,
+        exercise.checks if checks is None else checks,
         runner,
         namespace.__contains__,
         CheckSettings(call_timeout=10, tmp_parent=scratch),
