@@ -386,6 +386,21 @@ def two_processes(t: Trial) -> Fail | Pass | None:
     gone = sorted({"note-7", "note-8"} - seen.notes)
     wins = sum(r.value_is_true for r in racers)
     raised = next((r for r in racers if r.kind == "raised"), None)
+    crash = (
+        LOCKED_NEXT
+        if raised is not None and "database is locked" in raised.exception
+        else "fix the line shown last above"
+    )
+    if all(r.kind == "raised" and not _raised_on_purpose(r) for r in racers):
+        return Fail(
+            expected,
+            f"both raised an exception; the first:\n{racers[0].traceback}\n",
+            crash,
+            outcome=Outcome.ERROR,
+        )
+    if wins != 1 or len(gone) != 1:
+        gone_text = ", ".join(gone) if gone else "none"
+        return Fail(expected, f"{said}, and the notes deleted are: {gone_text}", _race_next(t))
     if raised is not None and _raised_on_purpose(raised):
         return Fail(
             expected,
@@ -395,19 +410,12 @@ def two_processes(t: Trial) -> Fail | Pass | None:
             "False, not an exception",
         )
     if raised is not None:
-        both = all(r.kind == "raised" for r in racers)
         return Fail(
             expected,
-            f"{'both raised an exception; the first' if both else 'one of them raised'}:\n"
-            f"{raised.traceback}\n",
-            LOCKED_NEXT
-            if "database is locked" in raised.exception
-            else "fix the line shown last above",
+            f"one of them raised an exception:\n{raised.traceback}\n",
+            crash,
             outcome=Outcome.ERROR,
         )
-    if wins != 1 or len(gone) != 1:
-        gone_text = ", ".join(gone) if gone else "none"
-        return Fail(expected, f"{said}, and the notes deleted are: {gone_text}", _race_next(t))
     if any(r.in_transaction for r in racers):
         return Fail(expected, f"{said}, but one left its transaction open", OPEN_TRANSACTION_NEXT)
     if any(not (r.value_is_true or r.value_is_false) for r in racers):
