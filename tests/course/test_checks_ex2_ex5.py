@@ -99,7 +99,7 @@ def test_ex2_a_refusal_of_the_wrong_type_raised_on_purpose_is_incorrect() -> Non
     report = run("ex2", "url_elicitation", raises_value_error)
     assert set(failed(report).values()) == {Outcome.INCORRECT}
     message = report.results[2].message
-    assert "it raised ValueError: url mode not declared on purpose" in message
+    assert "it raised ValueError('url mode not declared') on purpose" in message
     assert "expects labkit.ProtocolError with code -32021" in message
 
 

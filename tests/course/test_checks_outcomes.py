@@ -122,6 +122,7 @@ def test_a_protocol_error_with_the_wrong_code_is_incorrect_and_names_the_code(
     r = result(run("ex2", "url_elicitation", wrong_code, tmp_path), "form only refused")
     assert r.outcome is Outcome.INCORRECT
     assert f"ProtocolError({INVALID_PARAMS})" in r.message and "expected code -32021" in r.message
+    assert "it raised ProtocolError(-32602)" in r.message
 
 
 def test_a_deliberate_refusal_where_the_contract_returns_is_incorrect(tmp_path: Path) -> None:
@@ -139,7 +140,7 @@ def test_a_deliberate_refusal_where_the_contract_returns_is_incorrect(tmp_path: 
         run("ex2", "url_elicitation", refuses_offer, tmp_path), "url offered when declared"
     )
     assert offered.outcome is Outcome.INCORRECT
-    assert "ProtocolError(-32021): no on purpose" in offered.message
+    assert "it raised ProtocolError(-32021, 'no') on purpose" in offered.message
     assert "Python's own" not in offered.message
 
 

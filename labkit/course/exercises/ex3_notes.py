@@ -75,8 +75,8 @@ def _delete(
     outcome = t.attempt(CONTRACT, conn, AUTHORIZER, principal, workspace, note_id)
     if isinstance(outcome, Raised):
         refuse_next = (
-            "refuse by returning False (after ROLLBACK): the contract's refusal is the value "
-            "False, not an exception, so return False here"
+            "return False (after ROLLBACK) to refuse: the contract's refusal is the value False, "
+            "not an exception"
             if not want
             else "nothing here calls for a refusal: delete the note, COMMIT and return True"
         )

@@ -115,7 +115,9 @@ class Check:
     """One check. `run` returns None (or a `Pass` with a note) when it passed, or a `Fail`.
 
     `expects` is one line saying what the learner's code should do here: it starts the
-    message when the code raises or hangs. `on_error` is the next step for an exception."""
+    message when the code raises or hangs. `on_error` is the next step for an exception the
+    contract never calls for (the outcome rule in the module docstring); the default says
+    Python's error text can be searched only for Python's own exceptions."""
 
     name: str
     run: Callable[[Trial], Fail | Pass | None]
@@ -385,10 +387,12 @@ def pythons_own(error: LearnerError) -> bool:
 
 
 def raised_text(error: LearnerError) -> str:
-    """`ValueError: text` or `ProtocolError(-32602): text`: the type, its code if it has one."""
-    code = "" if error.code is None else f"({error.code!r})"
-    message = f": {error.message}" if error.message else ""
-    return f"{error.type}{code}{message}"
+    """The exception as it was raised: `ValueError('text')`, `ProtocolError(-32602, 'text')`."""
+    args = [] if error.code is None else [repr(error.code)]
+    if error.message:
+        text = error.message if len(error.message) <= 120 else error.message[:117] + "..."
+        args.append(repr(text))
+    return f"{error.type}({', '.join(args)})"
 
 
 def difference(expected: Any, got: Any, limit: int = 6) -> str:
