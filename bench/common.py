@@ -15,7 +15,7 @@ from typing import Any
 from labkit import messages
 from labkit.deployment import DEMO_ALLOWLIST, DEMO_NOTES
 from labkit.scope import AllowlistAuthorizer
-from labkit.stores import Note
+from labkit.stores import Note, Ticket
 from labkit.stores.memory import MemoryNoteStore, MemoryReplayStore
 
 PROTOCOL_VERSION = "2026-07-28"
@@ -76,12 +76,22 @@ class RefillingNoteStore(MemoryNoteStore):
     def delete(self, note: Note) -> bool:
         deleted = super().delete(note)
         if deleted:
-            # What `add` does, without re-parsing the URI: the refill is not what is measured.
-            with self._lock:
-                self._notes[note.id] = Note(
-                    note.id, note.path, note.title, f"gen-{next(self._generation)}"
-                )
+            self._refill(note)
         return deleted
+
+    def delete_for(self, note: Note, ticket: Ticket) -> bool | None:
+        # The deletion a confirmed call makes (the two-step protocol's receipt beside it).
+        deleted = super().delete_for(note, ticket)
+        if deleted:
+            self._refill(note)
+        return deleted
+
+    def _refill(self, note: Note) -> None:
+        # What `add` does, without re-parsing the URI: the refill is not what is measured.
+        with self._lock:
+            self._notes[note.id] = Note(
+                note.id, note.path, note.title, f"gen-{next(self._generation)}"
+            )
 
 
 def bench_notes(*, refill: bool = True, per_thread: bool = False) -> MemoryNoteStore:

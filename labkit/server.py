@@ -21,6 +21,7 @@ so a caller that changes its result never changes what the next caller gets.
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -61,6 +62,12 @@ MAX_COMPLETION_VALUES: Final = 100
 CACHED_METHODS: Final = frozenset({"server/discover", "tools/list"})
 
 Notify = Callable[[dict[str, Any]], None]
+
+# The head of a cached response around its id; orjson encodes integers in [-2**63, 2**64)
+# (wider ids take the general path, through `labkit.wire.encode`).
+_ID_HEAD: Final = b'{"jsonrpc":"2.0","id":'
+_RESULT: Final = b',"result":'
+_INT64: Final = 2**63
 
 
 @dataclass(frozen=True)
@@ -104,11 +111,12 @@ class Encoded(NamedTuple):
     error_code: int | None
 
 
-class _Cached(NamedTuple):
-    """A response whose result is one of the encoded-once results."""
-
-    id: RequestId
-    result: bytes
+# A response whose result is one of the encoded-once results: (id, the result's bytes). A
+# plain tuple (a response is otherwise a dict): built on every listing, it costs least.
+_Cached = tuple[RequestId, bytes]
+_new_request: Final = functools.partial(tuple.__new__, Request)
+# `Encoded(body, code)` without the named tuple's Python-level `__new__` (the hot path).
+_new_encoded: Final = functools.partial(tuple.__new__, Encoded)
 
 
 class Tool(Protocol):
@@ -245,9 +253,9 @@ class Server:
         nothing the server keeps.
         """
         answer = self._answer(message, context)
-        if isinstance(answer, _Cached):
+        if isinstance(answer, tuple):
             # A fresh parse of the encoded-once result: the caller may change it freely.
-            return {"jsonrpc": "2.0", "id": answer.id, "result": orjson.loads(answer.result)}
+            return {"jsonrpc": "2.0", "id": answer[0], "result": orjson.loads(answer[1])}
         return answer
 
     def handle_encoded(self, message: Any, context: RequestContext) -> Encoded | None:
@@ -256,34 +264,46 @@ class Server:
         answer = self._answer(message, context)
         if answer is None:
             return None
-        if isinstance(answer, _Cached):
-            head = b'{"jsonrpc":"2.0","id":' + encode(answer.id) + b',"result":'
-            return Encoded(head + answer.result + b"}", None)
+        if type(answer) is tuple:
+            request_id, result = answer
+            try:
+                encoded_id = orjson.dumps(request_id)
+            except TypeError:  # a string id with lone surrogates: `encode` escapes it
+                encoded_id = encode(request_id)
+            return _new_encoded((b"".join((_ID_HEAD, encoded_id, _RESULT, result, b"}")), None))
+        assert isinstance(answer, dict)
         error = answer.get("error")
-        return Encoded(encode(answer), error["code"] if error else None)
+        return _new_encoded((encode(answer), error["code"] if error else None))
 
     # -- the one error boundary ------------------------------------------------------------
 
     def _answer(self, message: Any, context: RequestContext) -> dict[str, Any] | _Cached | None:
-        if isinstance(message, dict) and "id" not in message:
-            invalid = envelope_error(message)
-            if invalid is not None:
-                return error_response(None, invalid)
-            log.debug("notification %r ignored", message["method"])
-            return None
-        raw_id = message.get("id") if isinstance(message, dict) else None
-        request_id = raw_id if is_request_id(raw_id) else None
+        if isinstance(message, dict):
+            if "id" not in message:
+                invalid = envelope_error(message)
+                if invalid is not None:
+                    return error_response(None, invalid)
+                log.debug("notification %r ignored", message["method"])
+                return None
+            raw_id = message["id"]
+        else:
+            raw_id = None
+        kind = type(raw_id)
+        request_id = raw_id if kind is int or kind is str or is_request_id(raw_id) else None
         try:
             request = self._validate(message, request_id, context)
             assert request_id is not None  # _validate refused anything else
-            if request.method in self._cacheable:
-                encoded = self._encoded.get(request.method)
+            method = request.method
+            encoded = self._encoded.get(method)  # only a cacheable method's result is kept
+            if encoded is not None or method in self._cacheable:
                 if encoded is None:
                     result = self._result(request)
-                    encoded = self._encode_once(request.method, result)
+                    encoded = self._encode_once(method, result)
                     if encoded is None:
                         return {"jsonrpc": "2.0", "id": request_id, "result": result}
-                return _Cached(request_id, encoded)
+                if type(request_id) is str or -_INT64 <= request_id < 2 * _INT64:
+                    return (request_id, encoded)
+                return {"jsonrpc": "2.0", "id": request_id, "result": orjson.loads(encoded)}
             return {"jsonrpc": "2.0", "id": request_id, "result": self._result(request)}
         except ProtocolError as error:
             return error_response(request_id, error)
@@ -314,32 +334,46 @@ class Server:
     def _validate(
         self, message: Any, request_id: RequestId | None, context: RequestContext
     ) -> Request:
-        invalid = envelope_error(message)
-        if invalid is not None:
-            raise invalid
-        method: str = message["method"]
-        params = message.get("params", {})
+        if (
+            request_id is not None
+            and type(message) is dict
+            and message.get("jsonrpc") == "2.0"
+            and type(method := message.get("method")) is str
+            and type(params := message.get("params")) is dict
+        ):
+            # The usual request, its envelope checked in one go (exact types: anything else
+            # takes the general checks below, which give the same verdict).
+            pass
+        else:
+            invalid = envelope_error(message)
+            if invalid is not None:
+                raise invalid
+            method = message["method"]
+            params = message.get("params", {})
         if method not in self.methods:
             raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
         meta = params.get("_meta")
-        if not isinstance(meta, dict):
+        if type(meta) is not dict and not isinstance(meta, dict):
             raise ProtocolError(INVALID_PARAMS, "params._meta is required (MCP 2026-07-28)")
         version = meta.get(META_VERSION)
-        if not isinstance(version, str):
-            raise ProtocolError(INVALID_PARAMS, f"params._meta[{META_VERSION!r}] must be a string")
-        if version not in self.supported_versions:
-            raise ProtocolError(
-                UNSUPPORTED_VERSION,
-                f"Unsupported protocol version: {version}",
-                {"supported": list(self.supported_versions), "requested": version},
-            )
+        if version not in self.supported_versions or type(version) is not str:
+            if not isinstance(version, str):
+                raise ProtocolError(
+                    INVALID_PARAMS, f"params._meta[{META_VERSION!r}] must be a string"
+                )
+            if version not in self.supported_versions:
+                raise ProtocolError(
+                    UNSUPPORTED_VERSION,
+                    f"Unsupported protocol version: {version}",
+                    {"supported": list(self.supported_versions), "requested": version},
+                )
         capabilities = meta.get(META_CAPABILITIES)
-        if not isinstance(capabilities, dict):
+        if type(capabilities) is not dict and not isinstance(capabilities, dict):
             raise ProtocolError(
                 INVALID_PARAMS, f"params._meta[{META_CAPABILITIES!r}] must be an object"
             )
         assert request_id is not None  # envelope_error refused a present id of another type
-        return Request(request_id, method, params, version, capabilities, context, meta)
+        return _new_request((request_id, method, params, version, capabilities, context, meta))
 
     def _finish(self, method: str, result: dict[str, Any]) -> None:
         """The rules every handler's result meets: `input_required` only where MRTR allows it

@@ -16,7 +16,6 @@ from __future__ import annotations
 import binascii
 import hashlib
 import hmac
-import json
 import logging
 import re
 import secrets
@@ -143,24 +142,23 @@ class KeyRing:
 
 
 _SAFE_INTEGER = 2**53 - 1
-# Built once: `json.dumps` with options builds a new encoder on every call.
-_CANONICAL = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
 def canonical_json(value: Any) -> bytes:
     """RFC 8785 (JCS) bytes of `value`.
 
     Values made only of ASCII-keyed dicts, lists, strings, safe integers, booleans and null go
-    through the C JSON encoder: `rfc8785` escapes strings with exactly the table of `json`'s
-    `ensure_ascii=False` encoder, and for ASCII keys code-point order is UTF-16 order, so the
-    bytes are identical and several times cheaper (a state is minted on every first round).
-    Everything else (floats, non-ASCII keys, unencodable text) goes through `rfc8785` itself,
-    which also raises its own errors.
+    through orjson with sorted keys: its strings are escaped with exactly RFC 8785's table
+    (`"`, `\\`, the control characters, nothing else; tests/test_state.py compares every code
+    point), and for ASCII keys byte order is UTF-16 order, so the bytes are identical and
+    several times cheaper (a digest is taken on every round of a call). Everything else
+    (floats, non-ASCII keys, lone surrogates, nesting past orjson's depth) goes through
+    `rfc8785` itself, which also raises its own errors.
     """
     if _plain(value):
         try:
-            return _CANONICAL.encode(value).encode("utf-8")
-        except UnicodeEncodeError:
+            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        except TypeError:  # orjson.JSONEncodeError: lone surrogates, nesting too deep
             pass
     result: bytes = rfc8785.dumps(value)
     return result

@@ -53,17 +53,22 @@ _ASCII_ENCODER = json.JSONEncoder(separators=(",", ":"))
 # orjson reads an integer outside [-2**63, 2**64) as a float, so an id of 2**70 would come back
 # rounded and no longer an integer. Every such integer has at least 19 digits: a text holding a
 # run of 19 digits goes to the stdlib decoder, which keeps integers exact at any size.
-_LONG_DIGITS: Final = re.compile(rb"[0-9]{19}")
+# For bytes, every digit is mapped to b"0" and every other byte to a space, then the run is a
+# substring search: two C passes, several times cheaper than the regular expression.
+_DIGITS_ONLY: Final = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
+_LONG_RUN: Final = b"0" * 19
 _LONG_DIGITS_TEXT: Final = re.compile(r"[0-9]{19}")
 
 
 def decode(raw: bytes | str) -> Any:
     """Parse one JSON text, or raise ProtocolError(-32700). NaN and Infinity are not JSON.
     Integers come back exact whatever their size."""
-    if isinstance(raw, str):
+    if type(raw) is bytes:
+        exact_only = _LONG_RUN in raw.translate(_DIGITS_ONLY)
+    elif isinstance(raw, str):
         exact_only = _LONG_DIGITS_TEXT.search(raw) is not None
     else:
-        exact_only = _LONG_DIGITS.search(raw) is not None
+        exact_only = _LONG_RUN in raw.translate(_DIGITS_ONLY)
     if not exact_only:
         try:
             return orjson.loads(raw)

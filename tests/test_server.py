@@ -772,3 +772,74 @@ def test_a_descriptor_orjson_cannot_encode_is_answered_afresh() -> None:
         assert answer["result"]["tools"][0]["x-limit"] == 2**70
     assert list_tools(server, 3)["tools"][0]["x-limit"] == 2**70
     assert tool.asked == 3
+
+
+# -- the usual request's envelope checked in one go, anything else by the general rules ------------
+
+
+class _Dict(dict):  # type: ignore[type-arg]
+    """A mapping of a type the quick envelope check leaves to the general one."""
+
+
+class _Str(str):
+    pass
+
+
+def _retyped(message: dict[str, Any], how: str) -> Any:
+    if how == "dict-subclass":
+        return _Dict(message)
+    if how == "params-subclass":
+        return {**message, "params": _Dict(message["params"])}
+    if how == "method-subclass":
+        return {**message, "method": _Str(message["method"])}
+    if how == "meta-subclass":
+        params = {**message["params"], "_meta": _Dict(message["params"]["_meta"])}
+        return {**message, "params": params}
+    raise AssertionError(how)
+
+
+@pytest.mark.parametrize("key", ["list", "discover", "done"])
+@pytest.mark.parametrize(
+    "how", ["dict-subclass", "params-subclass", "method-subclass", "meta-subclass"]
+)
+def test_subclassed_containers_get_the_answer_plain_ones_get(lab: Lab, key: str, how: str) -> None:
+    expected = send(lab.server, MESSAGES[key])
+    got = send(lab.server, _retyped(MESSAGES[key], how))
+    assert expected is not None and got is not None
+    assert got.keys() == expected.keys()
+    if key == "done":
+        assert got["result"]["content"] == expected["result"]["content"]
+    else:
+        assert got == expected
+
+
+@pytest.mark.parametrize(
+    ("change", "code"),
+    [
+        ({"jsonrpc": "1.0"}, -32600),
+        ({"id": True}, -32600),
+        ({"id": 1.5}, -32600),
+        ({"method": 7}, -32600),
+        ({"params": []}, -32600),
+        ({"params": None}, -32600),
+        ({"method": "nope"}, -32601),
+        ({"params": {}}, -32602),
+        ({"params": {"_meta": []}}, -32602),
+        ({"params": {"_meta": {"io.modelcontextprotocol/protocolVersion": 2026}}}, -32602),
+        (
+            {"params": {"_meta": {"io.modelcontextprotocol/protocolVersion": ["2026-07-28"]}}},
+            -32602,
+        ),
+        ({"params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "1999-01-01"}}}, -32022),
+    ],
+)
+def test_each_envelope_and_meta_fault_keeps_its_code(
+    lab: Lab, change: dict[str, Any], code: int
+) -> None:
+    message = {**MESSAGES["list"], **change}
+    for form in (message, _Dict(message)):
+        answer = send(lab.server, form)
+        assert answer is not None
+        assert answer["error"]["code"] == code
+        encoded = _encoded(lab.server, form)
+        assert encoded is not None and encoded.error_code == code

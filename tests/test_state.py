@@ -7,6 +7,7 @@ every failure must be the one fixed -32602 answer while the reason reaches the l
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import json
@@ -46,6 +47,7 @@ from labkit.state import (
     KeyFile,
     KeyRing,
     StateSigner,
+    canonical_json,
     digest,
     key_id,
     key_problem,
@@ -598,3 +600,34 @@ def test_the_digest_is_exactly_sha256_of_rfc8785(value: Any) -> None:
 )
 def test_the_digest_matches_rfc8785_on_the_edges(value: Any) -> None:
     assert digest(value) == hashlib.sha256(rfc8785.dumps(value)).hexdigest()
+
+
+def test_the_digest_escapes_every_code_point_as_rfc8785_does() -> None:
+    """The shortcut's string escaping against RFC 8785's, over every Unicode scalar value
+    (in runs, so that the whole range stays quick)."""
+    step = 8192
+    for first in range(0, 0x110000, step):
+        run = "".join(chr(c) for c in range(first, first + step) if not 0xD800 <= c <= 0xDFFF)
+        value = {"s": run, "k": [run[:7]]}
+        assert canonical_json(value) == rfc8785.dumps(value), hex(first)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"lone": "\ud800"},  # not Unicode: neither shortcut can write it
+        {"deep": functools.reduce(lambda inner, _: [inner], range(300), [])},  # past orjson's depth
+        {"wide": 2**53},  # past the safe integers
+        {"float": 1.5},
+    ],
+)
+def test_what_the_shortcut_cannot_take_goes_to_rfc8785(value: Any) -> None:
+    try:
+        expected: bytes | type[Exception] = rfc8785.dumps(value)
+    except rfc8785.CanonicalizationError as exc:
+        expected = type(exc)
+    if isinstance(expected, bytes):
+        assert canonical_json(value) == expected
+    else:
+        with pytest.raises(expected):
+            canonical_json(value)

@@ -20,7 +20,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, TextIO
 
@@ -43,7 +43,9 @@ class Progress:
     """A one-line progress bar on a terminal; silent otherwise."""
 
     total: int
-    stream: TextIO = sys.stderr
+    # Looked up when the bar is made, not when this module is imported (a stream swapped in
+    # then, such as a test's captured stderr, may be closed by the time a bar is made).
+    stream: TextIO = field(default_factory=lambda: sys.stderr)
     done: int = 0
 
     def step(self, name: str) -> None:

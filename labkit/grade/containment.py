@@ -6,9 +6,10 @@ Owns: what surrounds a job (one submission's kernel, or a process the grader sta
   socket reaches anything), a PID namespace whose end kills every process of the job (double-
   forked daemons included; `--die-with-parent` ends it with the grader), and a private mount
   view: read-only binds of the Python installation, the venv, the labkit package without
-  `labkit/grade/` (only the launcher's two files are shown there), the system libraries and a
-  few /etc files; the scratch folder read-write; a private /tmp, a minimal /dev and the new
-  namespace's /proc. No pathname Unix socket outside the scratch folder is reachable.
+  `labkit/grade/` (only the launcher's and the check worker's files are shown there), the
+  system libraries and a few /etc files; the scratch folder read-write; a private /tmp, a
+  minimal /dev and the new namespace's /proc. No pathname Unix socket outside the scratch
+  folder is reachable.
 - **a cgroup per job** (v2 when the grader's own v2 cgroup already delegates `memory` and
   `pids` to its children, else v1's `memory` and `pids` hierarchies, beneath the grader's own
   place in each): the memory and task limits hold for the job's whole process tree; the job
@@ -59,8 +60,9 @@ KERNEL_MODULE: Final = "ipykernel_launcher"
 # and its init in the new PID namespace.
 CONTAINER_TASKS: Final = 4
 GRADE: Final = Path(__file__).resolve().parent  # labkit/grade: the hidden checks live here
-# What the launcher imports from labkit/grade before Landlock closes it (see the mount view).
-LAUNCHER_FILES: Final = ("__init__.py", "launcher.py")
+# What a job's first process imports from labkit/grade before Landlock closes it (see the
+# mount view): the launcher, and the check worker, which holds the learner's answer cells.
+LAUNCHER_FILES: Final = ("__init__.py", "launcher.py", "worker.py")
 SYSTEM: Final = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # /etc files a Python process reads (the dynamic loader's cache, name lookups, time zone,
 # TLS roots); none holds a secret. Missing ones are left out.
@@ -395,7 +397,8 @@ def mount_view(scratch: Path, python_roots: Sequence[Path]) -> list[str]:
             continue  # labkit itself is bound below, without the hidden checks
         args += ["--ro-bind", str(root), str(root)]
     args += ["--ro-bind", str(package), str(package)]
-    # labkit/grade/ is replaced by an empty read-only folder holding only the launcher.
+    # labkit/grade/ is replaced by an empty read-only folder holding only the launcher and
+    # the check worker.
     args += ["--tmpfs", str(GRADE)]
     for name in LAUNCHER_FILES:
         args += ["--ro-bind", str(GRADE / name), str(GRADE / name)]

@@ -1,9 +1,11 @@
 """The exercises the grader knows, and which of them a solution notebook holds.
 
-Owns: the registry (exercise id -> its contract names and its hidden checks module), reading a
-hidden module's `CHECKS` table in the grader's process, and its source text (sent to the
-kernel as code, never written anywhere). An exercise is graded in a notebook when the
-notebook's code defines every name of its contract: no position, no extra metadata.
+Owns: the registry (exercise id -> its contract names and its hidden checks module), the
+hidden checks themselves (`GradedExercise.checks()`: the module's `CHECKS`, `Check` objects
+run in the grader's process through a `CheckRunner`, never sent anywhere), a listing of them
+(`HiddenCheck`: exercise, name, points) and the module's text (for the grader's version
+fingerprint). An exercise is graded in a notebook when the notebook's code defines every name
+of its contract: no position, no extra metadata.
 
 Must not import nbclient or the report models.
 """
@@ -19,9 +21,13 @@ from typing import Final
 
 from nbformat import NotebookNode
 
+from labkit.course.exercises.trial import Check
+
 
 @dataclass(frozen=True)
 class HiddenCheck:
+    """One hidden check as a listing: `function` and `title` are the check's name."""
+
     exercise: str
     function: str
     points: float
@@ -32,15 +38,17 @@ class HiddenCheck:
 class GradedExercise:
     id: str
     contract: tuple[str, ...]
-    module: str  # the hidden checks: a self-contained module ending with CHECKS
+    module: str  # the hidden checks: a module whose CHECKS are `Check(..., hidden=True)`
 
-    def checks(self) -> list[HiddenCheck]:
-        table = importlib.import_module(self.module).CHECKS
-        return [
-            HiddenCheck(self.id, fn.__name__, float(points), title) for fn, points, title in table
-        ]
+    def checks(self) -> tuple[Check, ...]:
+        checks: tuple[Check, ...] = importlib.import_module(self.module).CHECKS
+        return checks
+
+    def listing(self) -> list[HiddenCheck]:
+        return [HiddenCheck(self.id, c.name, float(c.points), c.name) for c in self.checks()]
 
     def source(self) -> str:
+        """The module's text (a version fingerprint input; never run anywhere)."""
         return inspect.getsource(importlib.import_module(self.module))
 
 
@@ -98,4 +106,4 @@ def exercises_in(nb: NotebookNode, registry: Mapping[str, GradedExercise]) -> li
 
 
 def all_checks(exercises: Sequence[GradedExercise]) -> list[HiddenCheck]:
-    return [check for exercise in exercises for check in exercise.checks()]
+    return [check for exercise in exercises for check in exercise.listing()]

@@ -1,29 +1,41 @@
-"""Grading one submission: load, match, run in a confined scratch kernel, score.
+"""Grading one submission: load, match, run in a confined scratch kernel, check, score.
 
 Owns: the `Course` (the solutions, and beside each its released learner copy, made by the
 course build's own `learner_copy`), the order of work for one submission, the output rules,
-and the rule that a check that could not run is failed "did not run", never passed.
+the check workers' sources, and the rule that a check that could not run is failed "did not
+run", never passed.
 
-The code sent to the kernel is the restored notebook (`notebooks.restore`: every released code
-cell in the release's order, the learner's code only in the answer cells and in cells the
-learner added), with one grader cell first (the learner's own functions print nothing into
-the compared outputs: `QUIET_SOURCE`) and one after each learner cell naming the functions it
-defined; then, per exercise, one cell that loads the hidden checks from a string (their source
-never touches the scratch directory), one cell running the course's public checks
-(`labkit.course.exercises.checks`, when this labkit has them), then one cell per hidden check, so a
-hanging check only fails itself.
+Two kinds of confined job, and only one decides a check:
 
-Output rules (a mistake costs once): a solution cell's saved output is compared (nbval) when
-the solution opts it in, except in an answer cell (its own output is the learner's) and in a
-check cell whose exercise is graded here (`check("ex1")`: scored by its checks). What the
-learner's own functions print is left out of every compared output (a debug print costs
+- The kernel runs the restored notebook (`notebooks.restore`: every released code cell in the
+  release's order, the learner's code only in the answer cells and in cells the learner
+  added), with one grader cell first (the learner's own functions print nothing into the
+  compared outputs: `QUIET_SOURCE`) and one after each learner cell naming the functions it
+  defined. Its outputs are compared with the solution's (the output rules below) and nothing
+  else: no check runs there, and nothing the kernel shows can score a check.
+- Per exercise, a fresh check worker (`labkit.grade.worker.WorkerRunner`, as a process of a
+  job of the kernel's own `Jobs`: the same container, uid, limits and Landlock) holds only the
+  answer cells' sources (the cells the release names) and the setup cell's imports. The
+  course's public checks (`labkit.course.exercises.registry`) and the hidden checks
+  (`labkit.grade.hidden.exN.CHECKS`) run here, in the grader's process
+  (`labkit.course.exercises.checks.run_checks`), and call the learner's functions through the
+  worker's JSON channel: data in, data out. The scores are those `CheckResult`s. A check the
+  worker could not run (it did not start, or died) is "did not run", 0 points.
+
+Output rules (a mistake costs once): a cell's saved output is compared (nbval) when the
+solution opts it in and the release keeps that mark, except in an answer cell (its own output
+is the learner's) and in a check cell whose exercise is graded here (`check("ex1")`: scored by
+its checks). A compared cell that shows a graded exercise's function at work (it names a
+contract name) earns its point only when at least one check of that exercise passed, so a
+stub (or any answer no check accepts) gains nothing from outputs printed on its behalf. What
+the learner's own functions print is left out of every compared output (a debug print costs
 nothing); what the released cells print about them is compared.
 
 The scratch copy is laid out as the course is: `notebooks/` (the kernel's working directory)
 and `outputs/` beside it, so `Path("../outputs")` is inside the scratch area.
 
 Collaborators are injected: the kernel runner (anything with `run(scratch, sources)`), the
-clock and the scratch root.
+check workers (`Workers`), the clock and the scratch root.
 
 Must not print or parse command-line arguments (the batch and the CLI do).
 """
@@ -32,9 +44,11 @@ from __future__ import annotations
 
 import ast
 import shutil
+import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol
@@ -43,10 +57,21 @@ import nbformat
 from nbformat import NotebookNode
 
 from labkit.course import build
+from labkit.course.exercises.checks import CheckResult, run_checks
+from labkit.course.exercises.race import RaceResult
+from labkit.course.exercises.registry import EXERCISES as COURSE_EXERCISES
+from labkit.course.exercises.trial import (
+    Check,
+    CheckRunner,
+    CheckSettings,
+    Exercise,
+    Outcome,
+    Stop,
+)
 from labkit.grade import graded_exercises as ex
 from labkit.grade import notebooks, outputs
-from labkit.grade.kernel import CellRun, CellStatus, Execution
-from labkit.grade.probe import MIME, PUBLIC_MIME
+from labkit.grade.containment import UID_PLACEHOLDER, Jobs
+from labkit.grade.kernel import CellRun, CellStatus, Execution, KernelRunner, sandbox_mode
 from labkit.grade.report import (
     OUTPUTS_SECTION,
     CheckScore,
@@ -54,9 +79,9 @@ from labkit.grade.report import (
     SubmissionReport,
     exercise_score,
 )
+from labkit.grade.worker import WorkerGone, WorkerRunner, plain_spawn, worker_argv
 
-PROBE_SOURCE: Final = (Path(__file__).parent / "probe.py").read_text(encoding="utf-8")
-_NS: Final = "__labkit_checks__"
+SETUP_ID: Final = "setup"
 _B: Final = "__labkit_builtins__"
 _Q: Final = "__labkit_quiet__"
 # Installed first in the kernel: in each cell (IPython's `pre_execute` event, after the
@@ -101,7 +126,7 @@ def {_Q}():
 _NOT_RUN: Final = {
     CellStatus.TIMEOUT: "did not run to the end: the time limit per cell was reached",
     CellStatus.DEAD: "did not run: the kernel died (os._exit, a crash or a resource limit)",
-    CellStatus.ERROR: "did not run: the grader could not load the check",
+    CellStatus.ERROR: "did not run: the cell raised",
 }
 
 
@@ -109,12 +134,89 @@ class Runner(Protocol):
     def run(self, scratch: Path, sources: Sequence[str]) -> Execution: ...
 
 
+class CheckWorker(CheckRunner, Protocol):
+    """The learner's side of one exercise's checks (`WorkerRunner`)."""
+
+    problem: str
+
+    def start(self) -> frozenset[str]:
+        """Start; the names the answer cells define. `WorkerGone` when it cannot start."""
+        ...
+
+
+class Workers(Protocol):
+    """Where an exercise's checks find the learner's functions: a fresh worker per exercise,
+    in `scratch`, holding `sources`; every process of it ends on leaving."""
+
+    call_timeout: float
+
+    def runner(
+        self, scratch: Path, sources: Sequence[str]
+    ) -> AbstractContextManager[CheckWorker]: ...
+
+
+@dataclass
+class JobWorkers:
+    """Check workers in jobs of `jobs` (the kernel runner's own `Containment`, or `Unconfined`
+    when grading was asked to be): one job per exercise, so its own uid from the pool and its
+    own cgroup with the kernel's memory and task limits; each worker process (a restart after
+    a hung call, each racer of a race) is started with `Job.command`, so inside its own
+    bubblewrap container (no network, its own PID namespace, the same mount view as the
+    kernel's) and through `launcher.prepare` (the same rlimits, drop to the job's uid and
+    Landlock in `sandbox` mode). What differs from the kernel: the worker runs
+    `labkit.grade.worker`, not ipykernel, so the mount view also shows that one file of
+    `labkit/grade/`; and it has no total deadline of its own, only a bound per call
+    (`call_timeout`), per start (`start_timeout`) and per race."""
+
+    jobs: Jobs
+    sandbox: str = "required"
+    python: str = sys.executable
+    start_timeout: float = 30.0
+    call_timeout: float = 10.0
+
+    @classmethod
+    def of(cls, runner: KernelRunner, sandbox: str | None = None) -> JobWorkers:
+        limits = runner.limits
+        return cls(
+            runner.jobs,
+            sandbox=sandbox_mode() if sandbox is None else sandbox,
+            start_timeout=float(max(limits.cell_timeout, min(limits.startup_timeout, 30.0))),
+            call_timeout=float(limits.cell_timeout),
+        )
+
+    @contextmanager
+    def runner(self, scratch: Path, sources: Sequence[str]) -> Iterator[CheckWorker]:
+        limits = self.jobs.limits
+        argv = worker_argv(
+            memory=limits.memory,
+            cpu=limits.cpu,
+            nproc=limits.nproc,
+            fsize=limits.fsize,
+            sandbox=self.sandbox,
+            python=self.python,
+        )
+        argv.append(f"--user={UID_PLACEHOLDER}")
+        with self.jobs.job(scratch) as job:
+
+            def spawn(command: Sequence[str], where: Path) -> Any:
+                return plain_spawn(job.command(command), where)
+
+            runner = WorkerRunner(
+                sources, argv=argv, scratch=scratch, spawn=spawn, start_timeout=self.start_timeout
+            )
+            try:
+                yield runner
+            finally:
+                runner.close()
+
+
 @dataclass(frozen=True)
 class Course:
     solutions: Mapping[str, NotebookNode]
     registry: Mapping[str, ex.GradedExercise] = field(default_factory=lambda: dict(ex.EXERCISES))
     patterns: Sequence[tuple[str, str]] = field(default_factory=outputs.sanitizers)
-    public: Callable[[str], Sequence[ex.PublicCheck]] = ex.course_public_checks
+    # The course's exercises (public checks), by id (`labkit.course.exercises.registry`).
+    exercises: Mapping[str, Exercise] = field(default_factory=lambda: dict(COURSE_EXERCISES))
     # The learner copies as released (`labkit course build`), by stem; made on demand.
     releases: dict[str, NotebookNode] = field(default_factory=dict)
 
@@ -139,6 +241,12 @@ class Course:
                 raise notebooks.Unreadable(f"solution {stem}: {error}") from None
         return self.releases[stem]
 
+    def exercise(self, graded: ex.GradedExercise) -> Exercise:
+        found = self.exercises.get(graded.id)
+        if found is None:
+            return Exercise(graded.id, graded.id, graded.contract)
+        return found
+
 
 def grade(
     path: Path,
@@ -146,10 +254,13 @@ def grade(
     runner: Runner,
     *,
     scratch_root: Path,
+    workers: Workers | None = None,
     sandbox: str = "",
     graded_as: str | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> SubmissionReport:
+    """`workers` defaults to the kernel runner's own jobs (`JobWorkers.of`); a runner that
+    has none and no `workers` leaves every check "did not run"."""
     started = clock()
     try:
         learner = notebooks.load(path)
@@ -169,6 +280,8 @@ def grade(
             f"{path.name}: matches no solution notebook (by file name or by the notebook's "
             "labkit metadata)",
         )
+    if workers is None and isinstance(runner, KernelRunner):
+        workers = JobWorkers.of(runner)
     solution = course.solutions[found.stem]
     release = course.release(found.stem)
     restored = notebooks.restore(learner, release)
@@ -177,14 +290,7 @@ def grade(
         notices.insert(0, f"renamed: graded as {found.stem}.ipynb (matched by its metadata)")
     mismatch = notebooks.mismatch(path, learner, found.stem)
     exercises = ex.exercises_in(solution, course.registry)
-    checks = ex.all_checks(exercises)
-    graded_ids = {e.id for e in exercises}
-    checked = [
-        c
-        for c in outputs.checked_cells(solution)
-        if c.cell_id not in set(notebooks.answer_ids(release))
-        and not graded_ids & set(checked_exercises(_source_of(solution, c.cell_id)))
-    ]
+    checked = checked_outputs(solution, release, {e.id for e in exercises})
     cells = restored.cells
     sources = [QUIET_SOURCE]
     at: list[int] = []  # kernel cell index of each restored cell
@@ -193,40 +299,28 @@ def grade(
         sources.append(restored_cell.source)
         if kind != "locked":
             sources.append(_mark_cell(restored_cell))
-    loaders = {e.id: len(sources) + i for i, e in enumerate(exercises)}
-    sources += [_loader(e) for e in exercises]
-    publics = {e.id: list(course.public(e.id)) for e in exercises}
-    public_cells = {}
-    for e in exercises:
-        if publics[e.id]:
-            public_cells[e.id] = len(sources)
-            sources.append(_public_cell(e))
-    first_check = len(sources)
-    sources += [_check_cell(c) for c in checks]
+    answers = [c.source for c, kind in zip(cells, restored.kinds, strict=True) if kind == "answer"]
+    worker_sources = [setup_imports(release), *answers]
     area = Path(tempfile.mkdtemp(prefix="sub-", dir=scratch_root))
     try:
         scratch = _lay_out(area)
         shutil.copyfile(path, scratch / "submission.ipynb")
         execution = runner.run(scratch, sources)
+        if not execution.started:
+            return SubmissionReport.failed(
+                path.name, f"{path.name}: {execution.problem}", clock() - started
+            )
+        scores: dict[str, list[CheckScore]] = {}
+        passed: dict[str, bool] = {}
+        for exercise in exercises:
+            results = check_exercise(course, exercise, worker_sources, workers, area)
+            scores[exercise.id] = [_score(exercise.id, r) for r in results]
+            passed[exercise.id] = any(r.outcome is Outcome.PASSED for r in results)
     finally:
         shutil.rmtree(area, ignore_errors=True)
-    if not execution.started:
-        return SubmissionReport.failed(
-            path.name, f"{path.name}: {execution.problem}", clock() - started
-        )
-    runs = execution.cells
-    mine = [runs[i] for i in at]
-    scores: dict[str, list[CheckScore]] = {}
-    for exercise_id, position in public_cells.items():
-        loader = runs[loaders[exercise_id]]
-        run = runs[position] if loader.status is CellStatus.OK else loader
-        scores[exercise_id] = _public_scores(exercise_id, publics[exercise_id], run, execution)
-    for index, check in enumerate(checks):
-        loader = runs[loaders[check.exercise]]
-        run = runs[first_check + index] if loader.status is CellStatus.OK else loader
-        scores.setdefault(check.exercise, []).append(_hidden_score(check, run, execution))
+    mine = [execution.cells[i] for i in at]
     notices += _cell_notices(cells, mine)
-    output_scores = _output_scores(checked, cells, mine, course.patterns, execution)
+    output_scores = _output_scores(checked, cells, mine, course, execution, exercises, passed)
     if output_scores:
         scores[OUTPUTS_SECTION] = output_scores
     sections = [exercise_score(name, items) for name, items in scores.items()]
@@ -245,6 +339,132 @@ def grade(
         sandbox=sandbox,
         seconds=round(clock() - started, 2),
     )
+
+
+def check_exercise(
+    course: Course,
+    graded: ex.GradedExercise,
+    sources: Sequence[str],
+    workers: Workers | None,
+    area: Path,
+) -> list[CheckResult]:
+    """The exercise's public then hidden checks, in this process, against a fresh worker."""
+    exercise = course.exercise(graded)
+    checks: list[Check] = [*exercise.checks, *graded.checks()]
+    if workers is None:
+        return [_not_run(exercise, c, "no check worker was given to the grader") for c in checks]
+    scratch = area / f"checks-{graded.id}"
+    scratch.mkdir(mode=0o711)
+    with workers.runner(scratch, sources) as worker:
+        try:
+            defined = worker.start()
+        except WorkerGone as error:
+            return [_not_run(exercise, c, str(error)) for c in checks]
+        settings = CheckSettings(call_timeout=workers.call_timeout, tmp_parent=scratch)
+        report = run_checks(exercise, checks, _Guarded(worker), defined.__contains__, settings)
+    return list(report.results)
+
+
+class _Guarded:
+    """The worker as the checks see it, with one rule added: a call or a race the worker could
+    not run (it did not start again, or died) ends the check as "did not run"."""
+
+    def __init__(self, worker: CheckWorker) -> None:
+        self._worker = worker
+
+    def call(self, name: str, args: Sequence[Any], timeout: float) -> Any:
+        self._worker.problem = ""
+        try:
+            answer = self._worker.call(name, args, timeout)
+        except WorkerGone as error:
+            raise Stop(Outcome.DID_NOT_RUN, f"did not run: {error}") from None
+        if answer is None and self._worker.problem:
+            raise Stop(Outcome.DID_NOT_RUN, f"did not run: {self._worker.problem}")
+        return answer
+
+    def race(
+        self,
+        name: str,
+        database: Path,
+        calls: Sequence[tuple[Any, ...]],
+        *,
+        timeout: float,
+        lock_timeout: float,
+        delay: float,
+        reset: Callable[[], None],
+    ) -> RaceResult:
+        result = self._worker.race(
+            name,
+            database,
+            calls,
+            timeout=timeout,
+            lock_timeout=lock_timeout,
+            delay=delay,
+            reset=reset,
+        )
+        if any(r.kind == "no_start" for r in result.racers):
+            raise Stop(Outcome.DID_NOT_RUN, "did not run: a racer's worker did not start")
+        return result
+
+    def end_check(self) -> None:
+        self._worker.end_check()
+
+
+def _not_run(exercise: Exercise, check: Check, why: str) -> CheckResult:
+    message = f"{exercise.id} · {check.name}: did not run: {why}"
+    return CheckResult(check.name, Outcome.DID_NOT_RUN, message, 0, check.points, check.hidden)
+
+
+def _score(exercise_id: str, result: CheckResult) -> CheckScore:
+    where = "" if result.hidden else "public/"
+    return CheckScore(
+        name=f"{exercise_id}/{where}{result.name}",
+        title=result.name,
+        hidden=result.hidden,
+        outcome=result.outcome,
+        points=float(result.possible) if result.outcome is Outcome.PASSED else 0.0,
+        max_points=float(result.possible),
+        message=outputs.plain(result.message),
+    )
+
+
+def setup_imports(release: NotebookNode) -> str:
+    """The import statements of the release's setup cell (its id is `setup`, else it is the
+    first code cell): what the notebook gives its answer cells. Nothing else of it runs in a
+    check worker."""
+    code = notebooks.code_cells(release)
+    cell = next((c for c in code if c.get("id") == SETUP_ID), code[0] if code else None)
+    if cell is None:
+        return ""
+    source = "\n".join(
+        "" if line.lstrip().startswith(("%", "!")) else line for line in cell.source.split("\n")
+    )
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return ""
+    imports = [
+        ast.get_source_segment(source, node) or ""
+        for node in tree.body
+        if isinstance(node, ast.Import | ast.ImportFrom)
+    ]
+    return "".join(f"{text}\n" for text in imports)
+
+
+def checked_outputs(
+    solution: NotebookNode, release: NotebookNode, graded: set[str]
+) -> list[outputs.Checked]:
+    """The solution's saved outputs to compare: cells the solution and the release both mark
+    as checked, but not an answer cell and not a check cell of an exercise graded here."""
+    marked = {c.cell_id for c in outputs.checked_cells(release)}
+    answers = set(notebooks.answer_ids(release))
+    return [
+        c
+        for c in outputs.checked_cells(solution)
+        if c.cell_id in marked
+        and c.cell_id not in answers
+        and not graded & set(checked_exercises(_source_of(solution, c.cell_id)))
+    ]
 
 
 def _lay_out(area: Path) -> Path:
@@ -280,6 +500,18 @@ def checked_exercises(source: str) -> list[str]:
     ]
 
 
+def names_used(source: str) -> set[str]:
+    """Every name a cell's code reads (IPython lines blanked)."""
+    text = "\n".join(
+        "" if line.lstrip().startswith(("%", "!")) else line for line in source.split("\n")
+    )
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return set()
+    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+
+
 def _mark_cell(cell: NotebookNode) -> str:
     """After a learner cell: its top-level functions and classes become quiet."""
     one: NotebookNode = nbformat.from_dict({"cells": [cell]})  # type: ignore[no-untyped-call]
@@ -297,7 +529,7 @@ def _cell_notices(cells: Sequence[NotebookNode], runs: Sequence[CellRun]) -> lis
         elif run.status is CellStatus.DEAD:
             notices.append(
                 f"the kernel died while running {name} (os._exit, a crash or a resource "
-                "limit): later cells and the checks did not run"
+                "limit): later cells did not run"
             )
         elif run.status is CellStatus.ERROR:
             what = "ran out of memory" if run.ename == "MemoryError" else "raised"
@@ -306,98 +538,20 @@ def _cell_notices(cells: Sequence[NotebookNode], runs: Sequence[CellRun]) -> lis
     return notices
 
 
-def _loader(exercise: ex.GradedExercise) -> str:
-    code = PROBE_SOURCE + "\n\n" + exercise.source()
-    # Builtins through the module: a learner's own `compile`, `exec` or `globals` must not
-    # break grading.
-    return (
-        f"import builtins as {_B}\n"
-        f"{_NS} = {_B}.globals().get({_NS!r}) or {{}}\n"
-        f"{_NS}[{exercise.id!r}] = {{'__name__': 'labkit_check_{exercise.id}'}}\n"
-        f"{_B}.exec({_B}.compile({code!r}, '<labkit check>', 'exec'), {_NS}[{exercise.id!r}])\n"
-    )
-
-
-def _public_cell(exercise: ex.GradedExercise) -> str:
-    return f"{_NS}[{exercise.id!r}]['public']({exercise.id!r}, {_B}.globals())\n"
-
-
-def _public_scores(
-    exercise_id: str, expected: Sequence[ex.PublicCheck], run: CellRun, execution: Execution
-) -> list[CheckScore]:
-    """One score per registered public check; one that did not report is "did not run"."""
-    found: dict[str, Any] = next(
-        (o["data"][PUBLIC_MIME] for o in run.outputs if PUBLIC_MIME in o.get("data", {})), {}
-    )
-    reported = {r.get("name"): r for r in found.get("results", []) if isinstance(r, dict)}
-    scores = []
-    for check in expected:
-        result = reported.get(check.name)
-        try:
-            outcome = GradedOutcome(str(result["outcome"])) if result else GradedOutcome.DID_NOT_RUN
-        except ValueError:
-            outcome = GradedOutcome.DID_NOT_RUN
-        if outcome is GradedOutcome.DID_NOT_RUN:
-            message = (
-                _not_run(run, execution)
-                if run.status is not CellStatus.OK
-                else ("did not run: the public checks reported nothing for it")
-            )
-        else:
-            message = str(result.get("message", "")) if result else ""
-        scores.append(
-            CheckScore(
-                name=f"{exercise_id}/public/{check.name}",
-                title=check.name,
-                hidden=False,
-                outcome=outcome,
-                points=check.points if outcome is GradedOutcome.PASSED else 0.0,
-                max_points=check.points,
-                message=outputs.plain(message),
-            )
-        )
-    return scores
-
-
-def _check_cell(check: ex.HiddenCheck) -> str:
-    ns = f"{_NS}[{check.exercise!r}]"
-    key = f"{check.exercise}/{check.function}"
-    return f"{ns}['run']({ns}[{check.function!r}], {_B}.globals(), {key!r})\n"
-
-
-def _not_run(run: CellRun, execution: Execution) -> str:
+def _cell_not_run(run: CellRun, execution: Execution) -> str:
     if run.status is CellStatus.NOT_RUN:
         return f"did not run: {execution.problem or 'an earlier cell stopped the kernel'}"
-    return _NOT_RUN.get(run.status, "did not run: the check reported nothing")
-
-
-def _hidden_score(check: ex.HiddenCheck, run: CellRun, execution: Execution) -> CheckScore:
-    result = next((o["data"][MIME] for o in run.outputs if MIME in o.get("data", {})), None)
-    if run.status is not CellStatus.OK or not isinstance(result, dict):
-        outcome, message = GradedOutcome.DID_NOT_RUN, _not_run(run, execution)
-    else:
-        try:
-            outcome = GradedOutcome(str(result.get("outcome")))
-            message = str(result.get("message", ""))
-        except ValueError:
-            outcome, message = GradedOutcome.DID_NOT_RUN, "did not run: the check reported nothing"
-    return CheckScore(
-        name=f"{check.exercise}/{check.function}",
-        title=check.title,
-        hidden=True,
-        outcome=outcome,
-        points=check.points if outcome is GradedOutcome.PASSED else 0.0,
-        max_points=check.points,
-        message=outputs.plain(message),
-    )
+    return _NOT_RUN.get(run.status, "did not run")
 
 
 def _output_scores(
     checked: Sequence[outputs.Checked],
     cells: Sequence[NotebookNode],
     runs: Sequence[CellRun],
-    patterns: Sequence[tuple[str, str]],
+    course: Course,
     execution: Execution,
+    exercises: Sequence[ex.GradedExercise],
+    passed: Mapping[str, bool],
 ) -> list[CheckScore]:
     # The last learner cell with the id counts (a duplicated cell overrides the first copy).
     by_id = {str(c.get("id")): i for i, c in enumerate(cells) if c.get("id")}
@@ -408,11 +562,24 @@ def _output_scores(
             outcome = GradedOutcome.NOT_ATTEMPTED
             message = f"cell `{ref.cell_id}` is missing (deleted, or no longer a code cell)"
         elif runs[index].status in (CellStatus.OK, CellStatus.ERROR):
-            verdict = outputs.compare(ref.cell_id, ref.outputs, runs[index].outputs, patterns)
+            verdict = outputs.compare(
+                ref.cell_id, ref.outputs, runs[index].outputs, course.patterns
+            )
             outcome = GradedOutcome.PASSED if verdict is None else GradedOutcome.INCORRECT
             message = verdict or ""
+            shown = names_used(cells[index].source)
+            ungated = [e.id for e in exercises if shown & set(e.contract) and not passed.get(e.id)]
+            if outcome is GradedOutcome.PASSED and ungated:
+                outcome = GradedOutcome.NOT_ATTEMPTED
+                message = (
+                    f"cell `{ref.cell_id}` shows your answer to {ungated[0]} at work: its "
+                    f"output counts once a check of {ungated[0]} passes"
+                )
         else:
-            outcome, message = GradedOutcome.DID_NOT_RUN, _not_run(runs[index], execution)
+            outcome, message = (
+                GradedOutcome.DID_NOT_RUN,
+                _cell_not_run(runs[index], execution),
+            )
         scores.append(
             CheckScore(
                 name=f"{OUTPUTS_SECTION}/{ref.cell_id}",

@@ -154,7 +154,7 @@ def write_kernelspec(
     sandbox: str = "required",
 ) -> Path:
     """Write `directory/labkit-grade/kernel.json`; returns `directory` (a kernel_dirs entry)."""
-    # No history database: the hidden checks' source must not land in the scratch directory.
+    # No history database: nothing of the run is written beside the learner's files.
     args = ["-f", "{connection_file}", "--HistoryManager.enabled=False"]
     argv = launcher_argv(limits, KERNEL_MODULE, args, python=python, sandbox=sandbox)
     spec = {

@@ -311,7 +311,10 @@ def structure(
         elif ANSWER_TAG in cell.metadata.get("tags", []):
             notices.append(f"cell {number} is a copy of an answer cell (added by you)")
         elif cell.get("cell_type") == "code":
-            notices.append(f"cell {number} was added (it runs before the checks)")
+            notices.append(
+                f"cell {number} was added (it runs in the notebook; the checks see only the "
+                "answer cells)"
+            )
     counts = Counter(str(c.get("id") or "") for c in learner.cells)
     for cell_id, count in counts.items():
         if cell_id and cell_id in released_ids and count > 1:

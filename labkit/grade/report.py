@@ -1,9 +1,10 @@
 """What grading says: the JSON report models, the learner's feedback text and JUnit XML.
 
 Owns: the pydantic models (`SubmissionReport`, `BatchReport`, with `SCHEMA_VERSION`), the
-outcomes, the plain feedback file (the author's message for each lost point; never a check's
-source, never ANSI, never a diff; "all checks passed" only when every check, hidden ones
-included, passed) and the JUnit file (one testcase per check).
+outcomes (`GradedOutcome` is the course's own `Outcome`: one vocabulary), the plain feedback
+file (the author's message for each lost point; never a check's source, never ANSI, never a
+diff; "all checks passed" only when every check, hidden ones included, passed) and the JUnit
+file (one testcase per check).
 
 Nothing a submission supplies can forge or break a report: every text field is cleaned when a
 model is made (`clean`: ANSI sequences dropped; control characters, lone surrogates, XML's
@@ -18,14 +19,14 @@ Must not import nbclient, nbval or the kernel runner.
 
 from __future__ import annotations
 
-import enum
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
-from typing import Annotated, Final, Literal
+from typing import Annotated, Final, Literal, TypeAlias
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
+from labkit.course.exercises.trial import Outcome
 from labkit.grade.containment import WARNINGS
 
 SCHEMA_VERSION: Final = 2
@@ -58,12 +59,9 @@ Text = Annotated[str, AfterValidator(clean)]
 Line = Annotated[str, AfterValidator(clean_line)]
 
 
-class GradedOutcome(enum.StrEnum):
-    PASSED = "passed"
-    INCORRECT = "incorrect"
-    ERROR = "error in your code"
-    NOT_ATTEMPTED = "not attempted"
-    DID_NOT_RUN = "did not run"
+# One outcome vocabulary for the course's checks and the grade (JSON values: "passed",
+# "incorrect", "error in your code", "not attempted", "did not run").
+GradedOutcome: TypeAlias = Outcome
 
 
 class CheckScore(BaseModel):

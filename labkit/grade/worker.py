@@ -247,6 +247,9 @@ class WorkerRunner:
         return self.defined
 
     def call(self, name: str, args: Sequence[Any], timeout: float) -> Answer | None:
+        """None when the call did not return in time or the worker died (then `problem`
+        says so); `WorkerGone` when no worker could be started for it."""
+        self.problem = ""
         worker = self._worker or self._start()
         self._worker = worker
         try:
@@ -255,7 +258,9 @@ class WorkerRunner:
             )
             if reply is not None:
                 return Answer.from_json(reply)
-        except (WorkerGone, ValueError, KeyError):
+        except WorkerGone as error:
+            self.problem = f"the check worker died during the call ({error})"
+        except (ValueError, KeyError):
             pass
         worker.kill()  # hung or dead: the next check gets a fresh worker
         self._worker = None

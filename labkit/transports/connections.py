@@ -42,6 +42,9 @@ RESERVED_DESCRIPTORS: Final = 128
 # At most one "connection cap reached" line per this many seconds: the line must show, but an
 # attack must not turn into a flood of log lines.
 CAP_LOG_INTERVAL_SECONDS: Final = 60.0
+# A timer may fire this much before its time (the loop's clock resolution): within it, a head
+# deadline counts as reached rather than arming the timer again for a few microseconds.
+_TIMER_SLACK_SECONDS: Final = 0.002
 
 _HEAD_TOO_LARGE: Final = (
     b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
@@ -127,6 +130,10 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # While a head is owed: when it must have arrived. One timer per connection checks
+        # it; a new deadline after each response moves no timer (keep-alive requests come far
+        # faster than the deadline): the timer, when it fires early, is armed again for it.
+        self._head_deadline: float | None = None
         self._head_timer: asyncio.TimerHandle | None = None
         self._head_bytes = 0
         self._refused = False
@@ -140,7 +147,7 @@ class GuardedProtocol(HttpToolsProtocol):
         self.admission.admit(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._head_done()
+        self._stop_head_timer()
         self._discard_done()
         self.admission.forget(self)
         super().connection_lost(exc)
@@ -159,13 +166,13 @@ class GuardedProtocol(HttpToolsProtocol):
             # The body is arriving: this connection is no longer the stalest.
             del self.admission.receiving[self]
             self.admission.receiving[self] = None
-        if self._head_timer is not None:
+        if self._head_deadline is not None:
             room = self.limits.max_head_bytes - self._head_bytes
             if len(data) > room:
                 # Give the parser only what fits; if the head has not ended by then, refuse
                 # without buffering the rest (memory stays flat whatever the client sends).
                 super().data_received(data[:room])
-                if self._head_timer is not None and not self.transport.is_closing():
+                if self._head_deadline is not None and not self.transport.is_closing():
                     self._refuse_head()
                     return
                 if not self.transport.is_closing():
@@ -176,7 +183,7 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        if self._head_timer is None:  # a pipelined request began while one was in progress
+        if self._head_deadline is None:  # a pipelined request began while one was in progress
             self._await_head()
 
     def on_headers_complete(self) -> None:
@@ -192,7 +199,7 @@ class GuardedProtocol(HttpToolsProtocol):
         if self._discard_timer is not None:
             # The unread body has been dropped in full: the connection serves on.
             self._discard_done()
-            if self._head_timer is None and not self.transport.is_closing():
+            if self._head_deadline is None and not self.transport.is_closing():
                 self._await_head()
 
     def on_response_complete(self) -> None:
@@ -202,21 +209,38 @@ class GuardedProtocol(HttpToolsProtocol):
             return
         if self._body_pending:
             self._discard_body()  # answered early: the client may still be sending
-        elif self._head_timer is None:
+        elif self._head_deadline is None:
             self._await_head()  # idle keep-alive: the next head has the same deadline
 
     def _await_head(self) -> None:
         self._head_bytes = 0
-        self._head_timer = self.loop.call_later(
-            self.limits.head_timeout_seconds, self._head_expired
-        )
+        deadline = self.loop.time() + self.limits.head_timeout_seconds
+        self._head_deadline = deadline
+        if self._head_timer is None:
+            self._head_timer = self.loop.call_at(deadline, self._head_check)
         self.admission.waiting[self] = None
 
     def _head_done(self) -> None:
+        self._head_deadline = None
+        self.admission.waiting.pop(self, None)
+
+    def _head_check(self) -> None:
+        """The connection's head timer: expire a head still owed past its deadline, arm
+        again for a later deadline, or rest until a head is owed again."""
+        self._head_timer = None
+        deadline = self._head_deadline
+        if deadline is None:
+            return
+        if self.loop.time() < deadline - _TIMER_SLACK_SECONDS:
+            self._head_timer = self.loop.call_at(deadline, self._head_check)
+            return
+        self._head_expired()
+
+    def _stop_head_timer(self) -> None:
+        self._head_done()
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
-        self.admission.waiting.pop(self, None)
 
     def _discard_body(self) -> None:
         self.admission.receiving.pop(self, None)
@@ -244,7 +268,7 @@ class GuardedProtocol(HttpToolsProtocol):
         return self.cycle is not None and not self.cycle.response_complete
 
     def _head_expired(self) -> None:
-        self._head_timer = None
+        self._head_deadline = None
         self.admission.waiting.pop(self, None)
         if self.transport.is_closing():
             return

@@ -12,8 +12,10 @@ and the other blocking methods) streams each notification as the handler sends i
 sent before the first one, so a call that notifies nothing is plain JSON with its own HTTP
 status. A client that goes away mid-stream ends the wait (the thread finishes on its own).
 
-The endpoint is a plain ASGI callable mounted in a Starlette app: the per-request work is a
-few header lookups and one core call, so no request object or middleware stack is built.
+The endpoint is a plain ASGI callable, and `create_app`'s app is the endpoint itself: a request
+for its path is served directly, with one pass over the headers (decoding only those it
+reads), one loop timer for the body deadline and one core call; no request object, router or
+middleware stack is built. Starlette serves everything else (the consent page, 404s).
 
 With `legacy` (a `LegacyHttp`), 2025-11-25 clients are served on the same endpoint: a request
 whose `MCP-Protocol-Version` is not 2026-07-28 and that is an `initialize` or carries an
@@ -24,6 +26,7 @@ that session; everything else takes the stateless path above, unchanged.
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import logging
 import math
@@ -34,14 +37,14 @@ import anyio
 import anyio.to_thread
 from orjson import Fragment
 from starlette.applications import Starlette
-from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from labkit.auth import Authenticator
 from labkit.errors import SERVER_BUSY, ProtocolError, http_status
 from labkit.server import RequestContext, Server
 from labkit.transports.consent_page import ConsentPage
-from labkit.transports.envelope import header_mismatch
+from labkit.transports.envelope import ROUTING_HEADERS, header_mismatch
 from labkit.transports.legacy_http import SESSION_HEADER, LegacyHttp, Streamed
 from labkit.transports.limits import (
     DEFAULT_MAX_BODY_BYTES,
@@ -49,7 +52,7 @@ from labkit.transports.limits import (
     BodyRefused,
     read_body,
 )
-from labkit.transports.sse import SSE_HEADERS, event, wants_event_stream
+from labkit.transports.sse import SSE_HEADERS, event
 from labkit.wire import decode, encode, error_response, is_request_id, parse_error_response
 
 log = logging.getLogger("labkit.transports.http")
@@ -65,6 +68,22 @@ _JSON_HEADERS: Final = [(b"content-type", b"application/json"), (b"cache-control
 RETRY_AFTER_SECONDS: Final = 1
 _RETRY_HEADERS: Final = [*_JSON_HEADERS, (b"retry-after", str(RETRY_AFTER_SECONDS).encode())]
 _JSON_TYPES: Final = frozenset({"application/json", "application/*", "*/*"})
+# The request headers the endpoint reads (raw lower-case name -> name); no other is decoded.
+_USED_HEADERS: Final = {
+    name.encode("latin-1"): name
+    for name in (
+        "host",
+        "origin",
+        "authorization",
+        "content-type",
+        "content-length",
+        "accept",
+        SESSION_HEADER,
+        *ROUTING_HEADERS,
+    )
+}
+# Contexts kept per principal for requests without a notification sink.
+_MAX_KEPT_CONTEXTS: Final = 1024
 
 
 class _Reject(Exception):
@@ -102,11 +121,30 @@ class McpEndpoint:
         self.timeout_seconds = timeout_seconds
         self.blocking_methods = frozenset(blocking_methods)
         self.legacy = legacy
+        self._contexts: dict[str, RequestContext] = {}
+        # Set by `create_app`: requests for other paths (and a mounted root path, and the
+        # lifespan) go to this router; None for the endpoint the router itself calls.
+        self._fallback: ASGIApp | None = None
+        self._path = DEFAULT_PATH
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
+        if self._fallback is not None and (
+            scope["type"] != "http" or scope["path"] != self._path or scope.get("root_path")
+        ):
+            await self._fallback(scope, receive, send)
+            return
+        # One pass over the raw headers: only those the endpoint reads are decoded.
+        fields: dict[str, str] = {}
+        routing: list[tuple[str, str]] = []
+        for raw_name, raw_value in scope["headers"]:
+            name = _USED_HEADERS.get(raw_name)
+            if name is not None:
+                value = raw_value.decode("latin-1")
+                fields[name] = value  # the last copy, as a dict of every header kept it
+                if name in ROUTING_HEADERS:
+                    routing.append((name, value))
         try:
-            answer = await self._answer(scope, receive, headers)
+            answer = await self._answer(scope, receive, fields, routing)
         except _Reject as reject:
             await _send(send, reject.status, reject.text.encode(), reject.headers, "text/plain")
             return
@@ -121,27 +159,46 @@ class McpEndpoint:
         else:
             # 503 is -32001: a busy or failing store, nothing done; say when to come back.
             headers = _RETRY_HEADERS if status == 503 else _JSON_HEADERS
-            await _send(send, status, body, headers, None)
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": status,
+                    "headers": [*headers, (b"content-length", b"%d" % len(body))],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
 
     async def _answer(
-        self, scope: Scope, receive: Receive, headers: list[tuple[str, str]]
+        self,
+        scope: Scope,
+        receive: Receive,
+        fields: dict[str, str],
+        routing: list[tuple[str, str]],
     ) -> tuple[int, bytes | None] | Streamed:
-        fields = dict(headers)  # lower-case names; routing-header duplicates are checked later
         self._check_host_and_origin(scope, fields)
-        if scope["method"] == "DELETE" and self.legacy is not None and SESSION_HEADER in fields:
+        method_name = scope["method"]
+        if method_name == "DELETE" and self.legacy is not None and SESSION_HEADER in fields:
             principal = self.authenticator.authenticate(fields.get("authorization"))
             if principal is None:
                 raise _Reject(401, "Unauthorized", [_CHALLENGE])
             return self.legacy.end(fields[SESSION_HEADER], principal)
-        if scope["method"] != "POST":
+        if method_name != "POST":
             raise _Reject(405, "Method Not Allowed: this endpoint takes POST only", [_ALLOW])
         principal = self.authenticator.authenticate(fields.get("authorization"))
         if principal is None:
             # One answer for a missing, malformed or wrong token: nothing tells them apart.
             raise _Reject(401, "Unauthorized", [_CHALLENGE])
-        _check_media_types(fields)
+        streams = _check_media_types(fields)
         deadline = asyncio.get_running_loop().time() + self.timeout_seconds
-        raw = await self._read_body(receive, fields, deadline)
+        try:
+            raw = await read_body(
+                receive,
+                fields.get("content-length"),
+                max_bytes=self.max_body_bytes,
+                deadline=deadline,
+            )
+        except BodyRefused as refused:
+            raise _Reject(refused.status, refused.text, refused.headers) from None
         try:
             message = decode(raw)
         except ProtocolError:
@@ -151,11 +208,10 @@ class McpEndpoint:
             if routed is not None:
                 return routed
         raw_id = message.get("id") if isinstance(message, dict) else None
-        mismatch = header_mismatch(message, headers)
+        mismatch = header_mismatch(message, routing)
         if mismatch is not None:
             request_id = raw_id if is_request_id(raw_id) else None
             return http_status(mismatch.code), encode(error_response(request_id, mismatch))
-        streams = wants_event_stream(fields.get("accept"))
         method = message.get("method") if isinstance(message, dict) else None
         if method in self.blocking_methods and raw_id is not None:
             if streams:
@@ -164,10 +220,12 @@ class McpEndpoint:
             return _plain(await self._handle_in_thread(message, context, deadline, raw_id), [])
         # Answered inline (a notification dispatches nothing): what the handler notified
         # goes out ahead of the response when the client can take a stream.
-        notes: list[dict[str, Any]] = []
-        context = RequestContext(
-            principal=principal, transport="http", notify=notes.append if streams else None
-        )
+        if streams:
+            notes: list[dict[str, Any]] = []
+            context = RequestContext(principal=principal, transport="http", notify=notes.append)
+        else:
+            notes = []
+            context = self._plain_context(principal)
         encoded = self.server.handle_encoded(message, context)  # a listing: bytes made once
         if encoded is None:  # a notification, accepted and dropped by the core
             return 202, None
@@ -175,6 +233,16 @@ class McpEndpoint:
             return 200, _EventStream(b"".join(map(event, [*notes, Fragment(encoded.body)])))
         status = 200 if encoded.error_code is None else http_status(encoded.error_code)
         return status, encoded.body
+
+    def _plain_context(self, principal: str) -> RequestContext:
+        """The context of a request whose notifications are dropped: immutable, so one per
+        principal is kept (at most `_MAX_KEPT_CONTEXTS`, then they are built per request)."""
+        context = self._contexts.get(principal)
+        if context is None:
+            context = RequestContext(principal=principal, transport="http")
+            if len(self._contexts) < _MAX_KEPT_CONTEXTS:
+                self._contexts[principal] = context
+        return context
 
     async def _handle_live(
         self, message: Any, principal: str, deadline: float, raw_id: Any
@@ -231,17 +299,6 @@ class McpEndpoint:
 
     def _origin_allowed(self, origin: str, port: int) -> bool:
         return origin in self.allowed_origins or origin in _loopback_origins(port)
-
-    async def _read_body(self, receive: Receive, fields: dict[str, str], deadline: float) -> bytes:
-        try:
-            return await read_body(
-                receive,
-                fields.get("content-length"),
-                max_bytes=self.max_body_bytes,
-                deadline=deadline,
-            )
-        except BodyRefused as refused:
-            raise _Reject(refused.status, refused.text, refused.headers) from None
 
     async def _handle_in_thread(
         self, message: Any, context: RequestContext, deadline: float, raw_id: Any
@@ -348,17 +405,32 @@ def _host_part(host: str) -> str:
     return name if colon and port.isdigit() else host
 
 
-def _media_types(value: str) -> set[str]:
-    return {part.split(";", 1)[0].strip().lower() for part in value.split(",")}
+@functools.lru_cache(maxsize=256)
+def _media_types(value: str) -> frozenset[str]:
+    """The media types of a Content-Type or Accept value, parameters dropped. Parsed once per
+    distinct value (clients send the same few): a head is bounded, so the cache is too."""
+    return frozenset(part.split(";", 1)[0].strip().lower() for part in value.split(","))
 
 
-def _check_media_types(fields: dict[str, str]) -> None:
+_JSON_ONLY: Final = frozenset({"application/json"})
+_EVENT_STREAM: Final = "text/event-stream"
+
+
+def _check_media_types(fields: dict[str, str]) -> bool:
+    """415 or 406 for what the endpoint cannot read or write; else whether the client takes
+    `text/event-stream` (a request's notifications can then travel before its response)."""
     content_type = fields.get("content-type")
-    if content_type is None or _media_types(content_type) != {"application/json"}:
+    if content_type is None or (
+        content_type != "application/json" and _media_types(content_type) != _JSON_ONLY
+    ):
         raise _Reject(415, "Unsupported Media Type: send application/json")
     accept = fields.get("accept")
-    if accept is not None and not _media_types(accept) & _JSON_TYPES:
+    if accept is None:
+        return False
+    kinds = _media_types(accept)
+    if not kinds & _JSON_TYPES:
         raise _Reject(406, "Not Acceptable: responses are application/json")
+    return _EVENT_STREAM in kinds
 
 
 async def _send(
@@ -387,8 +459,10 @@ def create_app(
     path: str = DEFAULT_PATH,
     consent_page: ConsentPage | None = None,
     legacy: LegacyHttp | None = None,
-) -> Starlette:
-    """A Starlette app serving MCP at `path` (POST only).
+) -> McpEndpoint:
+    """An ASGI app serving MCP at `path` (POST only): the endpoint itself, which hands
+    anything else (the consent page, a 404, a redirect for a trailing slash, a mounted root
+    path, the lifespan) to a Starlette router that answers as it always did.
 
     Loopback Hosts and Origins (127.0.0.1, localhost and [::1] at the port the request
     arrived on) are always allowed; `allowed_hosts` (exact `host:port`, or a bare host for any
@@ -407,7 +481,8 @@ def create_app(
         blocking_methods=blocking_methods,
         legacy=legacy,
     )
-    routes = [Route(path, endpoint)]
-    if consent_page is not None:
-        routes += consent_page.routes()
-    return Starlette(routes=routes)
+    routes: list[BaseRoute] = [*consent_page.routes()] if consent_page is not None else []
+    # The router's own copy of the endpoint serves whatever reaches it, with no dispatch.
+    endpoint._fallback = Starlette(routes=[Route(path, copy.copy(endpoint)), *routes])
+    endpoint._path = path
+    return endpoint

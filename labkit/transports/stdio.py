@@ -18,10 +18,11 @@ loop pauses between polls and reads nothing else, as before.
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Final
 
 from labkit import legacy as legacy_adapter
 from labkit.errors import INVALID_REQUEST, SERVER_BUSY, ProtocolError
@@ -31,6 +32,13 @@ from labkit.transports.limits import DEFAULT_MAX_LINE_BYTES
 from labkit.wire import META_VERSION, decode, encode, error_response, parse_error_response
 
 log = logging.getLogger("labkit.transports.stdio")
+
+
+# Requests answered into a batch: they read what the deployment lists and change nothing.
+_BATCHED: Final = frozenset({"tools/list", "server/discover"})
+# How much one read takes at most (what has arrived, up to this).
+_READ_BYTES: Final = 64 * 1024
+_BLANK: Final = object()
 
 
 class _Stopped(Exception):
@@ -79,6 +87,9 @@ class StdioTransport:
 
     def serve(self, stdin: BinaryIO, stdout: BinaryIO) -> None:
         """Answer lines until EOF, a closed output, or `stop`."""
+        if type(stdin) is io.BufferedReader:  # a pipe or a file: read and write in batches
+            self._serve_batched(stdin, stdout)
+            return
         try:
             while not self._stop:
                 if self._polling:
@@ -165,24 +176,158 @@ class StdioTransport:
 
     def answer(self, line: bytes) -> bytes | None:
         """The output line (with its newline) for one input line, or None for no output."""
+        message = self._decoded(line)
+        if type(message) is bytes:
+            return message
+        return self._answer_message(message)
+
+    def _decoded(self, line: bytes) -> Any:
+        """The message of a line, or the output line that refuses it (bytes: too long, not
+        JSON), or `_BLANK` for a blank line (no output)."""
         if len(line) > self.max_line_bytes:
             too_long = ProtocolError(
                 INVALID_REQUEST,
                 f"Invalid Request: a message is limited to {self.max_line_bytes} bytes",
             )
             return encode(error_response(None, too_long)) + b"\n"
-        if not line.strip():
-            return None  # blank lines separate nothing; they are not messages
         try:
-            message = decode(line)
+            return decode(line)
         except ProtocolError:
-            return encode(parse_error_response()) + b"\n"
+            # A blank line is no JSON text either: it separates nothing and is not a message.
+            return _BLANK if not line.strip() else encode(parse_error_response()) + b"\n"
+
+    def _answer_message(self, message: Any) -> bytes | None:
+        if message is _BLANK:
+            return None
         if self.legacy and _legacy_era(message, self.session):
             response = self._answer_legacy(message)
             return None if response is None else encode(response) + b"\n"
         # The core tells a notification (None: no output) from an invalid id-less object.
         encoded = self.server.handle_encoded(message, self.context)
         return None if encoded is None else encoded.body + b"\n"
+
+    # -- batches: a pipe or a file ---------------------------------------------------------------
+
+    def _serve_batched(self, stdin: io.BufferedReader, stdout: BinaryIO) -> None:
+        """The loop of `serve` over a buffered pipe: each read takes whatever has arrived
+        (`read1`), and the answers to the lines it held are written together, flushed before
+        the loop could block (the next read, a consent poll) and before any request that may
+        change something is dispatched. So a closed output stops the loop before a call runs,
+        as it does line by line, and the client always has every answer it waits for."""
+        pending: list[bytes] = []
+        buffer = b""
+        start = 0
+        limit = self.max_line_bytes
+        handle, context = self.server.handle_encoded, self.context
+        try:
+            while not self._stop:
+                if self._polling:
+                    if not _flush(stdout, pending) or not self._poll(stdout):
+                        log.info("stdout closed; stopping")
+                        return
+                    continue
+                end = buffer.find(b"\n", start)
+                if end < 0:
+                    if not _flush(stdout, pending):
+                        log.info("stdout closed; stopping")
+                        return
+                    buffer, start, more = self._read_more(stdin, buffer[start:])
+                    if more:
+                        continue
+                    if not buffer:
+                        log.info("stop requested" if self._stop else "stdin closed; stopping")
+                        return
+                    line = buffer  # the last line, without a newline before EOF
+                    buffer, start = b"", 0
+                else:
+                    line = buffer[start:end]
+                    start = end + 1
+                    if len(line) <= limit and not self._calls and self.session is None:
+                        try:
+                            message = decode(line)
+                        except ProtocolError:
+                            message = None  # answered below, as any line
+                        if (
+                            type(message) is dict
+                            and "id" in message
+                            and message.get("method") in _BATCHED
+                        ):
+                            # The usual listing: no session, nothing to flush first, nothing
+                            # that could make it legacy (only an `initialize` starts one).
+                            encoded = handle(message, context)
+                            if encoded is not None:
+                                pending += (encoded.body, b"\n")  # joined in one copy
+                            continue
+                        if not self._batch_line(line, stdout, pending, message):
+                            log.info("stdout closed; stopping")
+                            return
+                        continue
+                if not self._batch_line(line, stdout, pending):
+                    log.info("stdout closed; stopping")
+                    return
+        except _Stopped:
+            log.info("stop requested; stopping")
+        finally:
+            _flush(stdout, pending)
+
+    def _read_more(self, stdin: io.BufferedReader, rest: bytes) -> tuple[bytes, int, bool]:
+        """`rest` (an unfinished line) and what has arrived since; False at EOF or on stop. A
+        line past the limit keeps only `max_line_bytes + 1` bytes (enough to be refused); the
+        rest of it is read and dropped up to its newline, so memory stays flat."""
+        limit = self.max_line_bytes
+        self._reading = True
+        try:
+            if self._stop:
+                return rest, 0, False
+            chunk = stdin.read1(_READ_BYTES)
+            if len(rest) <= limit:
+                if not chunk:
+                    return rest, 0, False
+                return rest + chunk, 0, True
+            # An oversize line: drop its tail, up to the newline or EOF.
+            while chunk:
+                end = chunk.find(b"\n")
+                if end >= 0:
+                    return rest[: limit + 1] + b"\n" + chunk[end + 1 :], 0, True
+                chunk = stdin.read1(_READ_BYTES)
+            return rest[: limit + 1], 0, False
+        finally:
+            self._reading = False
+
+    def _batch_line(
+        self, line: bytes, stdout: BinaryIO, pending: list[bytes], message: Any = None
+    ) -> bool:
+        """Answer one line into `pending`, or write what is pending first and answer it as
+        `_process` does; False when the output is gone. `message` is the line's, when the
+        caller has decoded it already (None: not yet, or not JSON)."""
+        if self._calls or self.session is not None:
+            # A legacy session on this connection: its calls write as they go.
+            return _flush(stdout, pending) and self._process(line, stdout)
+        if message is None:
+            message = self._decoded(line)
+        if type(message) is bytes:
+            pending.append(message)
+            return True
+        # A call may change something: what is owed goes out first, and a closed output
+        # stops the loop before it runs.
+        if (
+            type(message) is dict
+            and "id" in message
+            and message.get("method") not in _BATCHED
+            and not _flush(stdout, pending)
+        ):
+            return False
+        if message is _BLANK:
+            return True
+        if self.legacy and _legacy_era(message, self.session):
+            response = self._answer_legacy(message)
+            if response is not None:
+                pending.append(encode(response) + b"\n")
+            return True
+        encoded = self.server.handle_encoded(message, self.context)
+        if encoded is not None:
+            pending += (encoded.body, b"\n")  # joined with the others in one copy
+        return True
 
     def _answer_legacy(self, message: dict[str, Any]) -> dict[str, Any] | None:
         if is_response(message):
@@ -231,6 +376,15 @@ def _legacy_era(message: Any, session: LegacySession | None) -> bool:
     if isinstance(meta, dict) and META_VERSION in meta:
         return False
     return session is not None or message.get("method") == "initialize"
+
+
+def _flush(stdout: BinaryIO, pending: list[bytes]) -> bool:
+    """Write the answers owed, in one write; False when the output is gone."""
+    if not pending:
+        return True
+    data = pending[0] if len(pending) == 1 else b"".join(pending)
+    pending.clear()
+    return _write(stdout, data)
 
 
 def _write(stdout: BinaryIO, data: bytes) -> bool:

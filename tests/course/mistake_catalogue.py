@@ -1,6 +1,6 @@
-"""The catalogue of answer cells (tests/course/mistakes/exN/*.py) and how to grade one in this
-process with the public checks: shared by tests/course/test_mistakes.py and
-tests/grade/test_worker.py.
+"""The catalogue of answer cells (tests/course/mistakes/exN/*.py): what each file's first
+line says about it, and grading one with the public checks in this process (the setup cell and
+the runner of tests/grade/grade_helpers.py, which tests/grade/test_worker.py uses too).
 
 Each file is one answer-cell body. Its first line is either
 `# correct: <what>` or
@@ -10,24 +10,17 @@ where the phrase is what the failing check's next step must contain.
 
 from __future__ import annotations
 
-import linecache
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from labkit.course.exercises.checks import CheckReport, InProcessRunner, run_checks
+from grade.grade_helpers import MISTAKES, judge_in_process
+
+from labkit.course.exercises.checks import CheckReport
 from labkit.course.exercises.registry import EXERCISES
-from labkit.course.exercises.trial import Check, CheckSettings, Outcome
+from labkit.course.exercises.trial import Check, Outcome
 
-MISTAKES = Path(__file__).resolve().parent / "mistakes"
-# What the notebooks' setup cells give an answer cell.
-SETUP = (
-    "import copy, itertools, os, sqlite3\n"
-    "from pathlib import Path\n"
-    "from labkit import ProtocolError, ScopeError, authorize, contains, parse_file_uri\n"
-    "from labkit.errors import MISSING_CAPABILITY\n"
-)
+__all__ = ["MISTAKES", "Header", "answers", "grade_in_process", "header"]
 
 
 @dataclass(frozen=True)
@@ -64,20 +57,7 @@ def answers(pattern: str) -> list[Path]:
 def grade_in_process(
     exercise_id: str, body: str, scratch: Path, checks: Sequence[Check] | None = None
 ) -> CheckReport:
-    """The public checks of `exercise_id` (or `checks`) against `body` run after the setup
-    cell, in this process, as `check("exN")` in a notebook does."""
-    exercise = EXERCISES[exercise_id]
-    namespace: dict[str, Any] = {"__name__": "__learner__"}
-    text = SETUP + body
-    filename = f"<answer {exercise_id}>"
-    # As IPython does for a cell: tracebacks can show the answer's lines.
-    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
-    exec(compile(text, filename, "exec"), namespace)
-    runner = InProcessRunner({n: namespace[n] for n in exercise.contracts if n in namespace})
-    return run_checks(
-        exercise,
-        exercise.checks if checks is None else checks,
-        runner,
-        namespace.__contains__,
-        CheckSettings(call_timeout=10, tmp_parent=scratch),
-    )
+    """The public checks of `exercise_id` (or `checks`) against `body`, after the setup cell,
+    in this process, as `check("exN")` in a notebook runs them."""
+    chosen = EXERCISES[exercise_id].checks if checks is None else checks
+    return judge_in_process(exercise_id, chosen, [body], scratch)

@@ -1,5 +1,8 @@
 """Builders for grading tests and the grading bench: solution fixtures, learner copies made by
-`build.learner_copy`, solved and broken variants, and a configured runner.
+`build.learner_copy`, solved and broken variants, and a configured runner; the setup an answer
+cell gets, the check worker's argv, the course's reference answers and the catalogued
+answers, judging an answer with given checks in this process or through the worker, and
+check workers in this process for the grader's scoring tests.
 
 Owns nothing the grader uses: tests and `bench/bench_grade.py` import it (one module, not two
 copies of the same builders).
@@ -8,13 +11,21 @@ copies of the same builders).
 from __future__ import annotations
 
 import copy
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import nbformat
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell
 
 from labkit.course import build
+from labkit.course.exercises.checks import CheckReport, InProcessRunner, run_checks
+from labkit.course.exercises.registry import EXERCISES as COURSE_CHECKS
+from labkit.course.exercises.trial import Check, CheckSettings
+from labkit.grade.worker import WorkerGone, WorkerRunner, worker_argv
 
 FIXTURES = Path(__file__).parent / "fixtures" / "solutions"
 # The real course: its solution notebooks and the five that hold an exercise.
@@ -27,6 +38,17 @@ COURSE_EXERCISES = {
     "07-ex5-legacy-adapter": "ex5",
 }
 NAMES = ("paths", "replay")
+MISTAKES = Path(__file__).resolve().parents[1] / "course" / "mistakes"
+# What the notebooks' setup cells give an answer cell.
+SETUP = (
+    "import copy, itertools, os, sqlite3\n"
+    "from pathlib import Path\n"
+    "from labkit import ProtocolError, ScopeError, authorize, contains, parse_file_uri\n"
+    "from labkit.errors import MISSING_CAPABILITY\n"
+)
+WORKER_ARGV = worker_argv(
+    memory=2 * 1024**3, cpu=60, nproc=64, fsize=64 * 1024**2, sandbox="off", python=sys.executable
+)
 
 # ex1 keyed by nonce alone: races, transactions and missing notes are right (every public
 # check passes), per-principal nonces are not (a hidden check fails).
@@ -109,3 +131,98 @@ def write(directory: Path, filename: str, nb: NotebookNode) -> Path:
     path = directory / filename
     nbformat.write(nb, path)
     return path
+
+
+def reference_answers(exercise_id: str) -> list[str]:
+    """The answer cells of the course's solution notebook for `exercise_id`."""
+    name = next(n for n, e in COURSE_EXERCISES.items() if e == exercise_id)
+    nb = build.read_notebook(COURSE / f"{name}.ipynb")
+    return [c.source for c in nb.cells if build.ANSWER_TAG in c.metadata.get("tags", [])]
+
+
+def judge_in_worker(
+    exercise_id: str,
+    checks: Sequence[Check],
+    sources: Sequence[str],
+    scratch: Path,
+    settings: CheckSettings | None = None,
+) -> CheckReport:
+    """`checks` against the answer `sources` (after SETUP) in a check worker."""
+    runner = WorkerRunner([SETUP, *sources], argv=WORKER_ARGV, scratch=scratch)
+    try:
+        defined = runner.start()
+        return run_checks(
+            COURSE_CHECKS[exercise_id],
+            checks,
+            runner,
+            defined.__contains__,
+            settings or CheckSettings(call_timeout=10, tmp_parent=scratch),
+        )
+    finally:
+        runner.close()
+
+
+def judge_in_process(
+    exercise_id: str,
+    checks: Sequence[Check],
+    sources: Sequence[str],
+    scratch: Path,
+    settings: CheckSettings | None = None,
+) -> CheckReport:
+    """`checks` against the answer `sources` (after SETUP) run in this process."""
+    exercise = COURSE_CHECKS[exercise_id]
+    namespace: dict[str, Any] = {"__name__": "__learner__"}
+    exec(compile("\n".join([SETUP, *sources]), "<answer>", "exec"), namespace)
+    runner = InProcessRunner({n: namespace[n] for n in exercise.contracts if n in namespace})
+    return run_checks(
+        exercise,
+        checks,
+        runner,
+        namespace.__contains__,
+        settings or CheckSettings(call_timeout=10, tmp_parent=scratch),
+    )
+
+
+class InProcessWorker(InProcessRunner):
+    """A check worker without a process, for scoring tests: the sources ran in this one."""
+
+    def __init__(self, namespace: dict[str, Any], start_error: str, died: bool) -> None:
+        super().__init__({k: v for k, v in namespace.items() if callable(v)})
+        self.defined = frozenset(k for k, v in namespace.items() if callable(v))
+        self.start_error = start_error
+        self.died = died
+        self.problem = ""
+
+    def start(self) -> frozenset[str]:
+        if self.start_error:
+            raise WorkerGone(self.start_error)
+        return self.defined
+
+    def call(self, name: str, args: Sequence[Any], timeout: float) -> Any:
+        if self.died:
+            self.problem = "the check worker died during the call (it exited)"
+            return None
+        return super().call(name, args, timeout)
+
+
+class InProcessWorkers:
+    """`grader.Workers` in this process (no confinement: tests of the scoring only). Records
+    the sources each exercise's worker was given."""
+
+    call_timeout = 5.0
+
+    def __init__(self, start_error: str = "", died: bool = False) -> None:
+        self.start_error = start_error
+        self.died = died
+        self.sources: list[list[str]] = []
+
+    @contextmanager
+    def runner(self, scratch: Path, sources: Sequence[str]) -> Iterator[InProcessWorker]:
+        self.sources.append(list(sources))
+        namespace: dict[str, Any] = {"__name__": "__learner__"}
+        for source in sources:
+            try:
+                exec(compile(source, "<answer cell>", "exec"), namespace)
+            except Exception:
+                continue
+        yield InProcessWorker(namespace, self.start_error, self.died)

@@ -1,273 +1,406 @@
-"""The hidden checks of ex2 and ex5 in this process, through the probe the kernel runs them with:
-labkit's own functions pass every one, each typical mistake passes every public check and fails
-exactly the hidden check written for it (with an "expected ..., got ..." message), and a stub is
-not attempted. `test_grade` runs the same checks in real kernels."""
+"""The hidden checks (labkit/grade/hidden/exN.py), written like the public ones and judged the
+same way: through a `CheckRunner`, with markers for arguments and data for answers.
+
+The course's reference answers pass every hidden check in this process and through the check
+worker; every catalogued wrong answer (tests/course/mistakes/exN) loses points on the public
+and hidden checks together, and every correct one passes them all; the race mistakes fail the
+six-racer race through real worker processes; a stub is not attempted; objects that forge
+equality and a function that reads its caller's frame fail.
+"""
 
 from __future__ import annotations
 
-import importlib
-import urllib.parse
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from grade.grade_helpers import SORTED_KEYS, STRING_GATE
-from labkit.course.exercises.checks import Checker, HintState
-from labkit.course.exercises.trial import CheckSettings
-from labkit.course.exercises.trial import Outcome as PublicOutcome
-from labkit.errors import MISSING_CAPABILITY, ProtocolError
-from labkit.grade.graded_exercises import EXERCISES
-from labkit.grade.probe import outcome_of
+from grade.grade_helpers import (
+    MISTAKES,
+    judge_in_process,
+    judge_in_worker,
+    reference_answers,
+)
+from labkit.course.exercises.checks import (
+    Checker,
+    CheckReport,
+    HintState,
+    InProcessRunner,
+    run_checks,
+)
+from labkit.course.exercises.race import RaceResult
+from labkit.course.exercises.registry import EXERCISES as COURSE
+from labkit.course.exercises.trial import Check, CheckSettings, Outcome
+from labkit.grade.graded_exercises import EXERCISES as GRADED
 from labkit.legacy import to_legacy_requests
 from labkit.url_mode import url_elicitation
 
-CONTRACTS = {"ex2": "url_elicitation", "ex5": "to_legacy_requests"}
-REQUIRED: dict[str, Any] = {"requiredCapabilities": {"elicitation": {"url": {}}}}
-Impl = Callable[..., Any]
+IDS = sorted(GRADED)
+# Each hidden check's name and points (the grade's weight of each behaviour).
+POINTS = {
+    "ex1": {
+        "six racing processes": 3,
+        "nonces per principal": 1,
+        "transaction closed on every path": 1,
+    },
+    "ex2": {
+        "url beside unknown keys": 1,
+        "non-object elicitation refused": 2,
+        "url outside elicitation refused": 1,
+        "refusal names only url": 1,
+        "message and url unchanged": 2,
+        "capabilities left unchanged": 1,
+        "a new entry per call": 1,
+    },
+    "ex3": {
+        "encoded traversal in the table": 2,
+        "nul byte in the table": 1,
+        "revoked authorization": 2,
+        "outside the requested workspace": 1,
+        "own note deleted": 1,
+    },
+    "ex4": {
+        "directory link in the middle": 2,
+        "absolute link": 1,
+        "chain of links": 1,
+        "dangling link": 1,
+        "link loop": 1,
+        "link inside allowed": 1,
+        "root through a link": 1,
+    },
+    "ex5": {
+        "five entries in order": 2,
+        "ids from next_id": 1,
+        "an elicitation id per url entry": 2,
+        "modeless form unchanged": 1,
+        "every entry sent": 1,
+        "no entry of the map changed": 1,
+    },
+}
+# Returning one shared dict from every call cannot be seen by a judge that only ever gets the
+# answer as data (each call's answer is encoded when it returns); see the test below.
+UNSEEN_THROUGH_DATA = {"ex2/shared_template"}
+# ex1's race mistakes: the six-racer race exists to catch them.
+RACE_MISTAKES = ("check_then_act", "deferred_begin", "select_then_delete_autocommit")
+SWALLOW = re.compile(r"\b(except|catch|swallow|suppress|ignore|pass)\b", re.IGNORECASE)
+CONTRACTS = {e: COURSE[e].contracts[0] for e in IDS}
 
 
-def hidden(exercise: str, fn: Impl) -> dict[str, tuple[str, str]]:
-    """Each hidden check's (outcome, message), as the kernel would report them."""
-    table = importlib.import_module(EXERCISES[exercise].module).CHECKS
-    return {check.__name__: outcome_of(check, {CONTRACTS[exercise]: fn}) for check, _, _ in table}
+def hidden(exercise_id: str) -> tuple[Check, ...]:
+    return GRADED[exercise_id].checks()
 
 
-def public_failures(exercise: str, fn: Impl) -> dict[str, PublicOutcome]:
-    checker = Checker(namespace=dict, settings=CheckSettings(), hints=HintState())
-    report = checker.check(exercise, **{CONTRACTS[exercise]: fn})
-    return {r.name: r.outcome for r in report.results if r.outcome is not PublicOutcome.PASSED}
+def every_check(exercise_id: str) -> tuple[Check, ...]:
+    return COURSE[exercise_id].checks + hidden(exercise_id)
 
 
-def from_source(source: str) -> Impl:
-    namespace: dict[str, Any] = {"ProtocolError": ProtocolError}
-    exec(source, namespace)
-    fn: Impl = next(v for k, v in namespace.items() if k in CONTRACTS.values())
-    return fn
+def answer_id(path: Path) -> str:
+    return f"{path.parent.name}/{path.stem}"
 
 
-def _refuse(capabilities: Mapping[str, Any] | None = None) -> ProtocolError:
-    data = {"requiredCapabilities": {**(capabilities or {}), "elicitation": {"url": {}}}}
-    return ProtocolError(MISSING_CAPABILITY, "URL mode needed", data)
-
-
-def _entry(message: str, url: str) -> dict[str, Any]:
-    return {
-        "method": "elicitation/create",
-        "params": {"mode": "url", "message": message, "url": url},
-    }
-
-
-# --- ex2: url_elicitation mistakes -----------------------------------------------------------
-
-
-def exact_declarations(capabilities: dict[str, Any], message: str, url: str) -> dict[str, Any]:
-    """Accepts only the two declarations the lesson shows, word for word."""
-    if capabilities.get("elicitation") not in ({"url": {}}, {"form": {}, "url": {}}):
-        raise _refuse()
-    return _entry(message, url)
-
-
-def searches_everywhere(capabilities: dict[str, Any], message: str, url: str) -> dict[str, Any]:
-    """Takes a `url` key anywhere in the capabilities as URL mode."""
-
-    def has_url(value: Any) -> bool:
-        return isinstance(value, dict) and ("url" in value or any(map(has_url, value.values())))
-
-    if not has_url(capabilities):
-        raise _refuse()
-    return _entry(message, url)
-
-
-def echoes_capabilities(capabilities: dict[str, Any], message: str, url: str) -> dict[str, Any]:
-    """Puts everything the request declared into requiredCapabilities, plus the url mode."""
-    elicitation = capabilities.get("elicitation")
-    if not isinstance(elicitation, dict) or "url" not in elicitation:
-        raise _refuse(capabilities)
-    return _entry(message, url)
-
-
-def tidies_text(capabilities: dict[str, Any], message: str, url: str) -> dict[str, Any]:
-    """Strips the message and decodes the URL 'for display'."""
-    return url_elicitation(capabilities, message.strip(), urllib.parse.unquote(url))
-
-
-def mutates_capabilities(capabilities: dict[str, Any], message: str, url: str) -> dict[str, Any]:
-    """`setdefault` in the gate: a request without elicitation gains `elicitation: {}`."""
-    elicitation = capabilities.setdefault("elicitation", {})
-    if not isinstance(elicitation, dict) or "url" not in elicitation:
-        raise _refuse()
-    return _entry(message, url)
-
-
-def template_entry() -> Impl:
-    """One entry dict filled in and handed out by every call."""
-    template: dict[str, Any] = {"method": "elicitation/create", "params": {"mode": "url"}}
-
-    def url_elicitation_(capabilities: dict[str, Any], message: str, url: str) -> dict[str, Any]:
-        url_elicitation(capabilities, message, url)  # the gate
-        template["params"].update(message=message, url=url)
-        return template
-
-    return url_elicitation_
-
-
-# --- ex5: to_legacy_requests mistakes --------------------------------------------------------
-
-
-def counts_from_first(input_requests: Any, next_id: Any, new_id: Any) -> list[Any]:
-    """Takes one id, then counts up from it."""
-    first = next_id()
-    ids = iter(range(first, first + len(input_requests)))
-    return to_legacy_requests(input_requests, lambda: next(ids), new_id)
-
-
-def one_elicitation_id(input_requests: Any, next_id: Any, new_id: Any) -> list[Any]:
-    """One elicitationId for the whole map."""
-    shared = new_id()
-    return to_legacy_requests(input_requests, next_id, lambda: shared)
-
-
-def mode_not_form(input_requests: Any, next_id: Any, new_id: Any) -> list[Any]:
-    """Every elicitation that does not say 'form' gets an elicitationId, mode-less ones too."""
-    requests = []
-    for key, entry in input_requests.items():
-        request = {"jsonrpc": "2.0", "id": next_id(), "method": entry["method"]}
-        if "params" in entry:
-            params = dict(entry["params"])
-            if entry["method"] == "elicitation/create" and params.get("mode") != "form":
-                params["elicitationId"] = new_id()
-            request["params"] = params
-        requests.append((key, request))
-    return requests
-
-
-def drops_others(input_requests: Any, next_id: Any, new_id: Any) -> list[Any]:
-    """Knows elicitation/create and roots/list; anything else vanishes without a word."""
-    handled = ("elicitation/create", "roots/list")
-    known = {k: e for k, e in input_requests.items() if e["method"] in handled}
-    return to_legacy_requests(known, next_id, new_id)
-
-
-def reuses_entries(input_requests: Any, next_id: Any, new_id: Any) -> list[Any]:
-    """Sends a params-less entry as it is, after stamping jsonrpc and id on the caller's dict."""
-    requests = []
-    for key, entry in input_requests.items():
-        if "params" in entry:
-            requests += to_legacy_requests({key: entry}, next_id, new_id)
-        else:
-            entry.update(jsonrpc="2.0", id=next_id())
-            requests.append((key, entry))
-    return requests
-
-
-MISTAKES = [
-    ("ex2", lambda: exact_declarations, "unknown_keys_beside_url", "got ProtocolError(-32021"),
-    ("ex2", lambda: from_source(STRING_GATE), "non_object_elicitation_refused", "got the entry"),
-    ("ex2", lambda: searches_everywhere, "url_outside_elicitation_refused", "{'url': {}, 'eli"),
-    ("ex2", lambda: echoes_capabilities, "refusal_names_only_url", "'sampling': {}"),
-    ("ex2", lambda: tidies_text, "text_passed_unchanged", "got params with 'message'"),
-    ("ex2", lambda: mutates_capabilities, "capabilities_left_unchanged", "'elicitation': {}"),
-    ("ex2", template_entry, "fresh_entry_per_call", "'added-by-the-caller'"),
-    ("ex5", lambda: from_source(SORTED_KEYS), "several_entries_in_order", "['a_calendar', "),
-    ("ex5", lambda: counts_from_first, "ids_taken_from_next_id", "[7, 8, 9, 10]"),
-    ("ex5", lambda: one_elicitation_id, "elicitation_id_per_url_entry", "'elicit-1', 'again'"),
-    ("ex5", lambda: mode_not_form, "modeless_form_unchanged", "'elicitationId': 'elicit-1'"),
-    ("ex5", lambda: drops_others, "every_entry_sent", "got ['roots', 'roots_meta']"),
-    ("ex5", lambda: reuses_entries, "input_left_unchanged", "'jsonrpc': '2.0'"),
+CATALOGUE = sorted(MISTAKES.glob("ex*/*.py"))
+IN_PROCESS = [p for p in CATALOGUE if answer_id(p) not in UNSEEN_THROUGH_DATA]
+THROUGH_WORKER = [
+    p
+    for p in IN_PROCESS
+    if p.parent.name != "ex1" or p.stem.startswith("correct") or p.stem in RACE_MISTAKES
 ]
 
 
-@pytest.mark.parametrize(
-    ("exercise", "fn"), [("ex2", url_elicitation), ("ex5", to_legacy_requests)]
-)
-def test_labkit_passes_every_hidden_check(exercise: str, fn: Impl) -> None:
-    outcomes = hidden(exercise, fn)
-    assert len(outcomes) >= 6
-    assert outcomes == dict.fromkeys(outcomes, ("passed", ""))
+@pytest.fixture
+def scratch(tmp_path: Path) -> Iterator[Path]:
+    tmp_path.chmod(0o777)
+    yield tmp_path
 
 
-@pytest.mark.parametrize(
-    ("exercise", "make", "check", "shown"), MISTAKES, ids=[m[2] for m in MISTAKES]
-)
-def test_each_mistake_passes_the_public_checks_and_fails_its_hidden_one(
-    exercise: str, make: Callable[[], Impl], check: str, shown: str
+def outcomes(report: CheckReport) -> dict[str, Outcome]:
+    return {r.name: r.outcome for r in report.results}
+
+
+def hidden_outcomes(report: CheckReport) -> dict[str, Outcome]:
+    return {r.name: r.outcome for r in report.results if r.hidden}
+
+
+def assert_well_said(report: CheckReport) -> None:
+    """Every failed hidden check says expected, got and one next step, without the check's
+    code and without advising to swallow an exception."""
+    for r in report.results:
+        if r.passed or not r.hidden or r.outcome is Outcome.NOT_ATTEMPTED:
+            continue
+        assert r.message.startswith(f"{report.exercise_id} · {r.name}: "), r.message
+        assert "Next: " in r.message, r.message
+        next_step = r.message.rsplit("Next: ", 1)[1]
+        assert not SWALLOW.search(next_step), r.message
+        for code in ("def ", "assert ", "CHECKS", "Trial", "t.call"):
+            assert code not in r.message, r.message
+
+
+# --- the tables ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("exercise_id", IDS)
+def test_every_hidden_check_is_a_hidden_trial_check_with_its_points(exercise_id: str) -> None:
+    checks = hidden(exercise_id)
+    assert all(isinstance(c, Check) and c.hidden for c in checks)
+    assert {c.name: c.points for c in checks} == POINTS[exercise_id]
+    assert all(c.name == c.name.lower() for c in checks)
+    assert all(c.expects and c.on_error for c in checks)
+    public = {c.name for c in COURSE[exercise_id].checks}
+    assert not public & {c.name for c in checks}  # one report, distinct names
+
+
+# --- the reference -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("exercise_id", IDS)
+def test_the_reference_passes_every_hidden_check_in_this_process(
+    exercise_id: str, scratch: Path
 ) -> None:
-    assert public_failures(exercise, make()) == {}  # the public checks cannot see it
-    outcomes = hidden(exercise, make())
-    failed = {name: result for name, result in outcomes.items() if result != ("passed", "")}
-    assert list(failed) == [check], failed
-    outcome, message = failed[check]
-    assert outcome == "incorrect"
-    assert message.startswith("expected ") and ", got " in message
-    assert shown in message, message
-    for source in ("def ", "assert ", "CHECKS", "_refused", "_Source"):
-        assert source not in message  # the author's message, never the check's code
+    report = judge_in_process(
+        exercise_id, hidden(exercise_id), reference_answers(exercise_id), scratch
+    )
+    assert set(outcomes(report).values()) == {Outcome.PASSED}, str(report)
+    assert report.score == report.possible == sum(POINTS[exercise_id].values())
 
 
-def test_every_hidden_check_has_a_mistake_written_for_it() -> None:
-    for exercise in CONTRACTS:
-        table = importlib.import_module(EXERCISES[exercise].module).CHECKS
-        names = {check.__name__ for check, _, _ in table}
-        assert names == {m[2] for m in MISTAKES if m[0] == exercise}
+@pytest.mark.parametrize("exercise_id", IDS)
+def test_the_reference_passes_every_hidden_check_through_the_worker(
+    exercise_id: str, scratch: Path
+) -> None:
+    report = judge_in_worker(
+        exercise_id, hidden(exercise_id), reference_answers(exercise_id), scratch
+    )
+    assert set(outcomes(report).values()) == {Outcome.PASSED}, str(report)
+    assert len(report.results) == len(POINTS[exercise_id])
 
 
-@pytest.mark.parametrize("exercise", CONTRACTS)
-def test_a_stub_is_not_attempted(exercise: str) -> None:
-    def stub(*args: Any) -> Any:
-        raise NotImplementedError()  # learner: the starter stub
+@pytest.mark.parametrize(
+    ("exercise_id", "fn"), [("ex2", url_elicitation), ("ex5", to_legacy_requests)]
+)
+def test_labkits_own_functions_pass_every_hidden_check(
+    exercise_id: str, fn: object, scratch: Path
+) -> None:
+    report = run_checks(
+        COURSE[exercise_id],
+        hidden(exercise_id),
+        InProcessRunner({CONTRACTS[exercise_id]: fn}),
+        lambda name: True,
+        CheckSettings(tmp_parent=scratch),
+    )
+    assert report.passed, str(report)
 
-    outcomes = hidden(exercise, stub)
-    assert {outcome for outcome, _ in outcomes.values()} == {"not attempted"}
-    assert all("still raises NotImplementedError" in m for _, m in outcomes.values())
+
+# --- the catalogue -------------------------------------------------------------------------------
 
 
-def test_a_refusal_that_is_not_labkits_protocol_error_is_named() -> None:
-    class OwnProtocolError(Exception):
-        code, data = MISSING_CAPABILITY, REQUIRED
+def judge_catalogued(report: CheckReport, answer: Path) -> None:
+    header = answer.read_text().splitlines()[0]
+    if answer.stem.startswith("correct"):
+        assert header.startswith("# correct: ")
+        assert report.passed, str(report)
+        return
+    assert header.startswith("# mistake: ") and "| outcome: " in header
+    assert report.score < report.possible, f"{answer_id(answer)} kept every point:\n{report}"
+    assert_well_said(report)
 
-    OwnProtocolError.__name__ = "ProtocolError"
 
-    def own_error(capabilities: dict[str, Any], message: str, url: str) -> dict[str, Any]:
-        try:
-            return url_elicitation(capabilities, message, url)
-        except ProtocolError:
-            raise OwnProtocolError("URL mode needed") from None
+@pytest.mark.parametrize("answer", IN_PROCESS, ids=answer_id)
+def test_every_catalogued_answer_is_judged_right_in_this_process(
+    answer: Path, scratch: Path
+) -> None:
+    exercise_id = answer.parent.name
+    report = judge_in_process(exercise_id, every_check(exercise_id), [answer.read_text()], scratch)
+    judge_catalogued(report, answer)
+    if exercise_id == "ex1" and answer.stem in RACE_MISTAKES:
+        assert hidden_outcomes(report)["six racing processes"] is not Outcome.PASSED, str(report)
 
-    outcome, message = hidden("ex2", own_error)["non_object_elicitation_refused"]
-    assert outcome == "incorrect"
-    assert "got a ProtocolError that is not labkit's (import it from labkit): URL mode" in message
-    key_error = hidden("ex2", lambda c, m, u: {}["elicitation"]["url"])
-    assert key_error["refusal_names_only_url"] == (
-        "incorrect",
-        "expected ProtocolError(-32021, data={'requiredCapabilities': {'elicitation': {'url': "
-        "{}}}}) for sampling, roots and form declared (data names only what is missing), got "
-        "KeyError: 'elicitation'",
+
+@pytest.mark.parametrize("answer", THROUGH_WORKER, ids=answer_id)
+def test_every_catalogued_answer_is_judged_right_through_the_worker(
+    answer: Path, scratch: Path
+) -> None:
+    exercise_id = answer.parent.name
+    body = answer.read_text()
+    report = judge_in_worker(exercise_id, every_check(exercise_id), [body], scratch)
+    judge_catalogued(report, answer)
+    if answer.stem in RACE_MISTAKES:
+        assert hidden_outcomes(report)["six racing processes"] is not Outcome.PASSED, str(report)
+    elif exercise_id != "ex1":  # one engine, two runners, one encoding: the same outcomes
+        in_process = judge_in_process(exercise_id, hidden(exercise_id), [body], scratch)
+        assert hidden_outcomes(report) == outcomes(in_process)
+
+
+def test_the_hidden_checks_catch_what_the_public_ones_cannot(scratch: Path) -> None:
+    """Some catalogued mistakes pass every public check; each of those fails a hidden one."""
+    caught_only_by_hidden = []
+    for answer in IN_PROCESS:
+        exercise_id = answer.parent.name
+        if answer.stem.startswith("correct") or exercise_id == "ex1":
+            continue
+        report = judge_in_process(
+            exercise_id, every_check(exercise_id), [answer.read_text()], scratch
+        )
+        if all(r.passed for r in report.results if not r.hidden):
+            assert not report.passed, str(report)
+            caught_only_by_hidden.append(answer_id(answer))
+    assert {"ex2/mutates_capabilities", "ex4/unresolved_root", "ex5/sorted_keys"} <= set(
+        caught_only_by_hidden
     )
 
 
-def test_a_missing_return_a_refused_and_a_dropped_unknown_method() -> None:
-    outcome, message = hidden("ex5", lambda *args: None)["several_entries_in_order"]
-    assert (outcome, message) == (
-        "incorrect",
-        "expected a list of (key, request) pairs, got None (a missing return?)",
+def test_a_shared_entry_is_invisible_to_a_judge_that_sees_only_data(scratch: Path) -> None:
+    # Each call's answer is encoded as it returns, so the judge never holds the learner's dict:
+    # one dict handed out by every call gives the same data as a new one per call.
+    (answer,) = [p for p in CATALOGUE if answer_id(p) in UNSEEN_THROUGH_DATA]
+    body = answer.read_text()
+    report = judge_in_process("ex2", every_check("ex2"), [body], scratch)
+    assert report.passed, str(report)
+    assert outcomes(report) == outcomes(
+        judge_in_process("ex2", every_check("ex2"), reference_answers("ex2"), scratch)
     )
 
-    def refuses_unknown(input_requests: Any, next_id: Any, new_id: Any) -> list[Any]:
-        known = ("elicitation/create", "roots/list", "sampling/createMessage")
-        if any(e["method"] not in known for e in input_requests.values()):
-            raise ValueError("inputRequests holds an unknown method")
-        return to_legacy_requests(input_requests, next_id, new_id)
 
-    # inputRequests never holds another method: refusing one is as good as passing it on.
-    assert set(hidden("ex5", refuses_unknown).values()) == {("passed", "")}
+# --- stubs and forgeries -------------------------------------------------------------------------
 
-    def drops_unknown(input_requests: Any, next_id: Any, new_id: Any) -> list[Any]:
-        known = {k: e for k, e in input_requests.items() if not e["method"].startswith("x-")}
-        return to_legacy_requests(known, next_id, new_id)
+SIGNATURES = {
+    "ex1": "claim_and_delete(conn, principal, nonce, note_id, expires_at)",
+    "ex2": "url_elicitation(capabilities, message, url)",
+    "ex3": "delete_note(conn, authorizer, principal, workspace_uri, note_id)",
+    "ex4": "resolve_inside(root, relative)",
+    "ex5": "to_legacy_requests(input_requests, next_id, new_elicitation_id)",
+}
 
-    assert hidden("ex5", drops_unknown)["every_entry_sent"] == (
-        "incorrect",
-        "expected the entry 'ask' with the unknown method 'x-vendor/ask' sent unchanged or "
-        "refused with an exception, got no request for it",
+
+@pytest.mark.parametrize("exercise_id", IDS)
+def test_a_stub_is_not_attempted(exercise_id: str, scratch: Path) -> None:
+    stub = f"def {SIGNATURES[exercise_id]}:\n    raise NotImplementedError\n"
+    for judge in (judge_in_process, judge_in_worker):
+        report = judge(exercise_id, hidden(exercise_id), [stub], scratch)
+        assert set(outcomes(report).values()) == {Outcome.NOT_ATTEMPTED}, str(report)
+        assert all("still raises NotImplementedError" in r.message for r in report.results)
+        assert report.score == 0
+
+
+ALWAYS_EQUAL = """
+class Yes({base}):
+    def __eq__(self, other):
+        return True
+    def __ne__(self, other):
+        return False
+    __hash__ = None
+"""
+FORGED = {
+    "ex2": ("dict", "def url_elicitation(capabilities, message, url):\n    return Yes()\n"),
+    "ex3": (
+        "int",
+        "def delete_note(conn, authorizer, principal, workspace_uri, note_id):\n"
+        "    return Yes(1)\n",
+    ),
+    "ex4": ("str", "def resolve_inside(root, relative):\n    return Yes(str(root))\n"),
+    "ex5": (
+        "list",
+        "def to_legacy_requests(input_requests, next_id, new_elicitation_id):\n    return Yes()\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("exercise_id", sorted(FORGED))
+def test_an_always_equal_object_is_opaque_and_fails(exercise_id: str, scratch: Path) -> None:
+    base, body = FORGED[exercise_id]
+    source = ALWAYS_EQUAL.format(base=base) + body
+    for judge in (judge_in_process, judge_in_worker):
+        report = judge(exercise_id, hidden(exercise_id), [source], scratch)
+        assert Outcome.PASSED not in outcomes(report).values(), str(report)
+
+
+# Reads every frame above it for a value the judge might compare with, as a learner who
+# knows the checks' local names would.
+FRAME_READER = """
+import sys
+
+def _peek():
+    frame = sys._getframe(2)
+    while frame is not None:
+        for name, value in frame.f_locals.items():
+            if name in ("want", "expected", "entry", "original", "requests") and type(value) in (
+                dict, list
+            ):
+                return value
+        frame = frame.f_back
+    return None
+"""
+READERS = {
+    "ex2": "def url_elicitation(capabilities, message, url):\n    return _peek()\n",
+    "ex5": (
+        "def to_legacy_requests(input_requests, next_id, new_elicitation_id):\n    return _peek()\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("exercise_id", sorted(READERS))
+def test_a_function_reading_its_callers_frames_finds_nothing_to_copy(
+    exercise_id: str, scratch: Path
+) -> None:
+    source = FRAME_READER + READERS[exercise_id]
+    offered = {
+        "ex2": (
+            "url beside unknown keys",
+            "message and url unchanged",
+            "capabilities left unchanged",
+            "a new entry per call",
+        ),
+        "ex5": tuple(POINTS["ex5"]),
+    }[exercise_id]
+    for judge in (judge_in_process, judge_in_worker):
+        report = judge(exercise_id, hidden(exercise_id), [source], scratch)
+        got = outcomes(report)
+        assert all(got[name] is not Outcome.PASSED for name in offered), str(report)
+
+
+def test_the_race_runs_six_racers_in_two_rounds(scratch: Path) -> None:
+    seen: list[Sequence[tuple[object, ...]]] = []
+    delays: list[float] = []
+
+    class Counting(InProcessRunner):
+        def race(
+            self,
+            name: str,
+            database: Path,
+            calls: Sequence[tuple[Any, ...]],
+            **bounds: Any,
+        ) -> RaceResult:
+            seen.append(calls)
+            delays.append(bounds["delay"])
+            return super().race(name, database, calls, **bounds)
+
+    namespace: dict[str, object] = {}
+    exec("\n".join(reference_answers("ex1")), namespace)
+    race = next(c for c in hidden("ex1") if c.name == "six racing processes")
+    report = run_checks(
+        COURSE["ex1"],
+        (race,),
+        Counting({"claim_and_delete": namespace["claim_and_delete"]}),
+        lambda name: True,
+        CheckSettings(tmp_parent=scratch),
     )
+    assert report.passed, str(report)
+    assert [len(calls) for calls in seen] == [6, 6]
+    assert delays == [0.02, 0.02]  # its own statement delay, not the settings' 0.1
+    for calls in seen:
+        assert len({c[1] for c in calls}) == 1  # one nonce
+        assert len({c[2] for c in calls}) == 6  # a note each
+
+
+def test_the_checker_runs_them_after_the_public_checks(scratch: Path) -> None:
+    checker = Checker(
+        namespace=dict,
+        hidden={e: GRADED[e].checks() for e in IDS},
+        settings=CheckSettings(tmp_parent=scratch),
+        hints=HintState(),
+    )
+    report = checker.check("ex2", url_elicitation=url_elicitation)
+    assert [r.hidden for r in report.results] == [False] * 5 + [True] * 7
+    assert report.passed
+    assert report.headline == "ex2: 12/12 checks passed (5 public, 7 hidden); 14/14 points"

@@ -56,7 +56,16 @@ SUBMISSIONS = {
     "solved-no-ids": without_ids(solved("replay")),
     "fresh-no-ids": without_ids(learner("replay")),
     "debug": with_source(solved("replay"), "ex1-answer", DEBUG_ANSWER),
-    "helper": with_cell(
+    # A helper of the learner's own, defined in the answer cell, that prints.
+    "helper": with_source(
+        solved("replay"),
+        "ex1-answer",
+        "def note(nonce):\n    print('helper saw', nonce)\n\n\n"
+        + solved("replay").cells[2].source.replace('    """', '    note(nonce)\n    """', 1),
+    ),
+    # The same helper in a cell the learner added: the notebook runs it, the checks never see
+    # it (they hold the answer cells only), so the answer's calls to it fail.
+    "helper-elsewhere": with_cell(
         with_source(
             solved("replay"),
             "ex1-answer",
@@ -133,4 +142,15 @@ def test_a_debug_print_in_a_correct_answer_costs_nothing(
         assert sub.percent == 100, [
             (c.name, c.message) for e in sub.exercises for c in e.checks if c.points < c.max_points
         ]
-    assert graded["helper"].notices == ["cell 3 was added (it runs before the checks)"]
+    assert graded["helper"].notices == []
+
+
+def test_the_checks_see_only_the_answer_cells(graded: dict[str, SubmissionReport]) -> None:
+    sub = graded["helper-elsewhere"]
+    assert sub.notices == [
+        "cell 3 was added (it runs in the notebook; the checks see only the answer cells)"
+    ]
+    ex1 = next(e for e in sub.exercises if e.id == "ex1")
+    assert ex1.points == 0
+    assert {c.outcome for c in ex1.checks} == {Outcome.ERROR}
+    assert all("NameError" in c.message and "note" in c.message for c in ex1.checks)

@@ -1,4 +1,5 @@
-"""Scoring rules, feedback wording, JUnit, the summary and exit codes, with a fake runner."""
+"""Scoring rules, feedback wording, JUnit, the summary and exit codes, with a fake kernel
+runner and check workers in this process."""
 
 from __future__ import annotations
 
@@ -10,16 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from grade.grade_helpers import FIXTURES, solved, write
+from grade.grade_helpers import FIXTURES, NONCE_ONLY, InProcessWorkers, solved, with_source, write
+from labkit.course.exercises.trial import Check, Exercise, Fail, Trial
 from labkit.grade import batch, classview, grader, report
-from labkit.grade.graded_exercises import PublicCheck
+from labkit.grade.graded_exercises import GradedExercise
 from labkit.grade.kernel import CellRun, CellStatus, Execution
-from labkit.grade.probe import MIME, PUBLIC_MIME
 from labkit.grade.report import GradedOutcome, SubmissionReport
 
-
-def check_output(outcome: str, message: str = "") -> dict[str, object]:
-    return {"output_type": "display_data", "data": {MIME: {"outcome": outcome, "message": message}}}
+# What a kernel cell would have shown under the old in-kernel checks: a "passed" result.
+FORGED_RESULT = {
+    "output_type": "display_data",
+    "data": {"application/vnd.labkit.check+json": {"outcome": "passed", "message": ""}},
+}
 
 
 class FakeRunner:
@@ -38,15 +41,31 @@ class FakeRunner:
         return Execution(cells[: len(sources)], True, self.problem)
 
 
+def _answers(t: Trial) -> Fail | None:
+    """Passes once the learner's function is more than the stub (whatever it does)."""
+    t.attempt("claim_and_delete", None, "alice", "n", "x", 1.0)
+    return None
+
+
+class OneHidden(GradedExercise):
+    """ex1 with one hidden check of the test's own."""
+
+    def checks(self) -> tuple[Check, ...]:
+        return (Check("answers", _answers, "it answers", 2.0, hidden=True),)
+
+
+NO_PUBLIC = {"ex1": Exercise("ex1", "replay", ("claim_and_delete",))}
+
+
 @pytest.fixture
 def course() -> grader.Course:
-    # Public checks are injected per test: the canned runs below are cell by cell.
-    return grader.Course.load(FIXTURES, public=lambda exercise: [])
+    registry = {"ex1": OneHidden("ex1", ("claim_and_delete",), "unused")}
+    return grader.Course.load(FIXTURES, registry=registry, exercises=NO_PUBLIC)
 
 
-# What runs before the checks for the replay fixture: the grader's quiet cell, the 4 code
-# cells of the release (the answer holding the learner's code), and after the answer cell the
-# one naming its functions.
+# What runs in the kernel for the replay fixture: the grader's quiet cell, the 4 code cells of
+# the release (the answer holding the learner's code), and after the answer cell the one naming
+# its functions.
 LEARNER = 6
 
 
@@ -54,58 +73,73 @@ def learner_runs(n: int) -> list[CellRun]:
     return [CellRun(CellStatus.OK) for _ in range(n)]
 
 
-def graded(tmp_path: Path, course: grader.Course, runner: FakeRunner) -> SubmissionReport:
-    path = write(tmp_path / "subs", "replay.ipynb", solved("replay"))
-    return grader.grade(path, course, runner, scratch_root=tmp_path)
+def graded(
+    tmp_path: Path,
+    course: grader.Course,
+    runner: FakeRunner,
+    workers: InProcessWorkers | None = None,
+    answer: str | None = None,
+) -> SubmissionReport:
+    nb = solved("replay") if answer is None else with_source(solved("replay"), "ex1-answer", answer)
+    path = write(tmp_path / "subs", "replay.ipynb", nb)
+    workers = workers or InProcessWorkers()
+    return grader.grade(path, course, runner, scratch_root=tmp_path, workers=workers)
 
 
-def test_what_is_sent_to_the_kernel(tmp_path: Path, course: grader.Course) -> None:
-    runner = FakeRunner()
-    graded(tmp_path, course, runner)
-    code_cells = [c for c in solved("replay").cells if c.cell_type == "code"]
-    quiet, setup, answer, mark, *rest = runner.sources[: len(code_cells) + 2]
-    assert quiet == grader.QUIET_SOURCE
-    assert [setup, answer, *rest] == [c.source for c in code_cells]
-    assert mark == "__labkit_quiet__(__labkit_builtins__.globals(), ['claim_and_delete'])\n"
-    loader, *checks = runner.sources[len(code_cells) + 2 :]
-    assert "__labkit_builtins__.exec(__labkit_builtins__.compile(" in loader
-    assert "racing_claims" in loader
-    assert [c.split("[")[-1].split("]")[0] for c in checks] == [
-        "'racing_claims'",
-        "'nonces_per_principal'",
-        "'transaction_closed'",
-    ]
-    # The hidden source is never a file; `../outputs` is a folder the kernel may write.
-    assert runner.scratch_files == [".outputs", "submission.ipynb"]
-
-
-def test_checks_that_did_not_run_are_failed_never_passed(
+def test_what_is_sent_to_the_kernel_and_to_the_check_worker(
     tmp_path: Path, course: grader.Course
 ) -> None:
-    runs = learner_runs(LEARNER) + [CellRun(CellStatus.OK), CellRun(CellStatus.DEAD)]
+    runner, workers = FakeRunner(), InProcessWorkers()
+    graded(tmp_path, course, runner, workers)
+    code_cells = [c for c in solved("replay").cells if c.cell_type == "code"]
+    quiet, setup, answer, mark, *rest = runner.sources
+    assert quiet == grader.QUIET_SOURCE
+    assert [setup, answer, *rest] == [c.source for c in code_cells]  # nothing after them
+    assert mark == "__labkit_quiet__(__labkit_builtins__.globals(), ['claim_and_delete'])\n"
+    assert runner.scratch_files == [".outputs", "submission.ipynb"]
+    # One worker for the one exercise: the setup cell's imports and the answer cell only.
+    assert workers.sources == [["import sqlite3\n", answer]]
+
+
+def test_kernel_outputs_never_score_a_check(tmp_path: Path, course: grader.Course) -> None:
+    runs = [CellRun(CellStatus.OK, [FORGED_RESULT]) for _ in range(LEARNER)]
+    stub = "def claim_and_delete(conn, principal, nonce, note_id, expires_at):\n"
+    stub += "    raise NotImplementedError\n"
+    sub = graded(tmp_path, course, FakeRunner(runs), answer=stub)
+    ex1 = next(e for e in sub.exercises if e.id == "ex1")
+    assert [c.outcome for c in ex1.checks] == [GradedOutcome.NOT_ATTEMPTED]
+    assert ex1.points == 0
+
+
+def test_checks_the_worker_could_not_run_are_failed_never_passed(
+    tmp_path: Path, course: grader.Course
+) -> None:
+    for workers, said in (
+        (InProcessWorkers(start_error="the check worker did not start"), "did not start"),
+        (InProcessWorkers(died=True), "the check worker died"),
+    ):
+        sub = graded(tmp_path / said, course, FakeRunner(learner_runs(LEARNER)), workers)
+        ex1 = next(e for e in sub.exercises if e.id == "ex1")
+        assert [c.outcome for c in ex1.checks] == [GradedOutcome.DID_NOT_RUN]
+        assert ex1.points == 0 and said in ex1.checks[0].message
+    no_workers = grader.grade(
+        write(tmp_path / "bare", "replay.ipynb", solved("replay")),
+        course,
+        FakeRunner(learner_runs(LEARNER)),
+        scratch_root=tmp_path,
+    )
+    ex1 = next(e for e in no_workers.exercises if e.id == "ex1")
+    assert {c.outcome for c in ex1.checks} == {GradedOutcome.DID_NOT_RUN}
+
+
+def test_a_kernel_that_died_stops_no_check(tmp_path: Path, course: grader.Course) -> None:
+    runs = learner_runs(2) + [CellRun(CellStatus.DEAD)]
     sub = graded(tmp_path, course, FakeRunner(runs, problem="the kernel died"))
     ex1 = next(e for e in sub.exercises if e.id == "ex1")
-    assert [c.outcome for c in ex1.checks] == [GradedOutcome.DID_NOT_RUN] * 3
-    assert ex1.points == 0
-    assert ex1.checks[0].message.startswith("did not run: the kernel died")
-    assert ex1.checks[1].message == "did not run: the kernel died"
-
-
-def test_a_check_cell_without_a_result_did_not_run(tmp_path: Path, course: grader.Course) -> None:
-    runs = learner_runs(LEARNER) + [CellRun(CellStatus.OK), CellRun(CellStatus.OK)]  # no output
-    runs += [CellRun(CellStatus.OK, [check_output("passed")])]
-    runs += [CellRun(CellStatus.OK, [check_output("passed and more")])]  # forged outcome
-    sub = graded(tmp_path, course, FakeRunner(runs))
-    outcomes = [c.outcome for c in sub.exercises[0].checks]
-    assert outcomes == [GradedOutcome.DID_NOT_RUN, GradedOutcome.PASSED, GradedOutcome.DID_NOT_RUN]
-    assert sub.exercises[0].points == 1
-
-
-def test_a_failed_loader_fails_its_checks(tmp_path: Path, course: grader.Course) -> None:
-    runs = learner_runs(LEARNER) + [CellRun(CellStatus.ERROR, ename="NameError")]
-    runs += [CellRun(CellStatus.OK, [check_output("passed")])] * 3
-    sub = graded(tmp_path, course, FakeRunner(runs))
-    assert {c.outcome for c in sub.exercises[0].checks} == {GradedOutcome.DID_NOT_RUN}
+    assert [c.outcome for c in ex1.checks] == [GradedOutcome.PASSED]
+    outputs = next(e for e in sub.exercises if e.id == "outputs")
+    assert {c.outcome for c in outputs.checks} == {GradedOutcome.DID_NOT_RUN}
+    assert any("the kernel died" in n for n in sub.notices)
 
 
 def test_a_kernel_that_never_started_is_an_error_entry(
@@ -203,43 +237,71 @@ def test_progress_bar_on_a_terminal_only() -> None:
     assert "\x1b" not in hostile.getvalue() and "\x07" not in hostile.getvalue()
 
 
-def public_output(*results: tuple[str, str]) -> dict[str, object]:
-    rows = [
-        {"name": n, "outcome": o, "message": f"ex1 · {n}: {o}", "points": 0} for n, o in results
-    ]
-    return {"output_type": "display_data", "data": {PUBLIC_MIME: {"results": rows}}}
+def _replays_refused(t: Trial) -> Fail | None:
+    return (
+        Fail("a refusal", "a claim", "refuse")
+        if t.call("claim_and_delete", ":memory:", "alice", "n", "x", 1.0)
+        else None
+    )
 
 
 def with_public(course: grader.Course) -> grader.Course:
-    registered = [PublicCheck("claims once", 2.0), PublicCheck("replay refused", 1.0)]
-    return dataclasses.replace(course, public=lambda exercise: registered)
+    checks = (
+        Check("claims once", lambda t: None, "it claims", 2.0),
+        Check("replay refused", _replays_refused, "it refuses", 1.0),
+    )
+    exercises = {"ex1": Exercise("ex1", "replay", ("claim_and_delete",), checks)}
+    return dataclasses.replace(course, exercises=exercises)
 
 
 def test_public_checks_are_scored_beside_the_hidden_ones(
     tmp_path: Path, course: grader.Course
 ) -> None:
-    runs = learner_runs(LEARNER) + [CellRun(CellStatus.OK)]
-    runs += [CellRun(CellStatus.OK, [public_output(("claims once", "passed"))])]  # one missing
-    runs += [CellRun(CellStatus.OK, [check_output("passed")])] * 3
-    runner = FakeRunner(runs)
-    sub = graded(tmp_path, with_public(course), runner)
-    public_cell = "__labkit_checks__['ex1']['public']('ex1', __labkit_builtins__.globals())\n"
-    assert runner.sources[LEARNER + 1] == public_cell
+    answer = "def claim_and_delete(conn, principal, nonce, note_id, expires_at):\n"
+    answer += "    return True\n"
+    sub = graded(tmp_path, with_public(course), FakeRunner(), answer=answer)
     ex1 = sub.exercises[0]
-    assert [(c.title, c.hidden, c.outcome) for c in ex1.checks[:2]] == [
-        ("claims once", False, GradedOutcome.PASSED),
-        ("replay refused", False, GradedOutcome.DID_NOT_RUN),
+    assert [(c.name, c.hidden, c.outcome) for c in ex1.checks] == [
+        ("ex1/public/claims once", False, GradedOutcome.PASSED),
+        ("ex1/public/replay refused", False, GradedOutcome.INCORRECT),
+        ("ex1/answers", True, GradedOutcome.PASSED),
     ]
-    assert (ex1.points, ex1.max_points) == (7.0, 8.0)
+    assert (ex1.points, ex1.max_points) == (4.0, 5.0)
+    assert ex1.checks[1].message.startswith("ex1 · replay refused: a refusal, but a claim")
 
 
-def test_public_checks_did_not_run_when_the_kernel_died(
+def test_an_answer_that_raises_is_an_error_in_your_code(
     tmp_path: Path, course: grader.Course
 ) -> None:
-    runs = learner_runs(LEARNER) + [CellRun(CellStatus.OK), CellRun(CellStatus.DEAD)]
-    sub = graded(tmp_path, with_public(course), FakeRunner(runs, problem="the kernel died"))
-    outcomes = [c.outcome for c in sub.exercises[0].checks]
-    assert outcomes == [GradedOutcome.DID_NOT_RUN] * 5
+    answer = "def claim_and_delete(conn, principal, nonce, note_id, expires_at):\n"
+    answer += "    raise ValueError('no table named claims')\n"
+    sub = graded(tmp_path, with_public(course), FakeRunner(), answer=answer)
+    refused = next(c for c in sub.exercises[0].checks if c.title == "replay refused")
+    assert refused.outcome is GradedOutcome.ERROR and refused.points == 0
+    assert "ValueError: no table named claims" in refused.message
+    assert "Traceback" not in refused.message or "<answer cell>" in refused.message
+
+
+def test_a_stub_gains_no_point_from_an_output_that_shows_it_at_work(
+    tmp_path: Path, course: grader.Course
+) -> None:
+    """ex1-demo calls claim_and_delete: its output counts only once a check of ex1 passes."""
+    solution = grader.Course.load(FIXTURES).solutions["replay"]
+    saved = {c.id: c.get("outputs", []) for c in solution.cells if c.get("id")}
+    runs = [CellRun(CellStatus.OK) for _ in range(LEARNER)]
+    runs[4] = CellRun(CellStatus.OK, [dict(o) for o in saved["ex1-demo"]])  # as if right
+    runs[5] = CellRun(CellStatus.OK, [dict(o) for o in saved["address"]])
+    stub = "def claim_and_delete(conn, principal, nonce, note_id, expires_at):\n"
+    stub += "    raise NotImplementedError\n"
+    found = {}
+    for answer, demo in ((stub, 0.0), (NONCE_ONLY, 1.0)):
+        sub = graded(tmp_path / str(demo), course, FakeRunner(runs), answer=answer)
+        outputs = {c.name: c for e in sub.exercises for c in e.checks if e.id == "outputs"}
+        assert outputs["outputs/address"].points == 1.0  # shows no learner function
+        assert outputs["outputs/ex1-demo"].points == demo
+        found[demo] = outputs["outputs/ex1-demo"]
+    assert "counts once a check of ex1 passes" in found[0.0].message
+    assert found[0.0].outcome is GradedOutcome.NOT_ATTEMPTED
 
 
 def test_cli_refuses_bad_arguments_with_a_message(

@@ -9,23 +9,25 @@ and fail; a hang is bounded by killing the worker.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from course.mistake_catalogue import MISTAKES, SETUP, grade_in_process
 
+from grade.grade_helpers import (
+    MISTAKES,
+    WORKER_ARGV,
+    judge_in_process,
+    judge_in_worker,
+)
 from labkit.course.exercises.checks import run_checks
 from labkit.course.exercises.registry import EXERCISES
 from labkit.course.exercises.trial import CheckSettings, Outcome
-from labkit.grade.worker import WorkerRunner, worker_argv
+from labkit.grade.worker import WorkerRunner
 
 # ex1's answers race two processes per run: its correct answers stand for the exercise here.
 CATALOGUE = sorted(MISTAKES.glob("ex[2-5]/*.py")) + sorted(MISTAKES.glob("ex1/correct_*.py"))
-ARGV = worker_argv(
-    memory=2 * 1024**3, cpu=60, nproc=64, fsize=64 * 1024**2, sandbox="off", python=sys.executable
-)
+ARGV = WORKER_ARGV
 
 
 @pytest.fixture
@@ -35,24 +37,12 @@ def scratch(tmp_path: Path) -> Iterator[Path]:
 
 
 def through_worker(exercise_id: str, body: str, scratch: Path) -> dict[str, Outcome]:
-    exercise = EXERCISES[exercise_id]
-    runner = WorkerRunner([SETUP, body], argv=ARGV, scratch=scratch)
-    try:
-        defined = runner.start()
-        report = run_checks(
-            exercise,
-            exercise.checks,
-            runner,
-            defined.__contains__,
-            CheckSettings(call_timeout=10, tmp_parent=scratch),
-        )
-    finally:
-        runner.close()
+    report = judge_in_worker(exercise_id, EXERCISES[exercise_id].checks, [body], scratch)
     return {r.name: r.outcome for r in report.results}
 
 
 def in_process(exercise_id: str, body: str, scratch: Path) -> dict[str, Outcome]:
-    report = grade_in_process(exercise_id, body, scratch)
+    report = judge_in_process(exercise_id, EXERCISES[exercise_id].checks, [body], scratch)
     return {r.name: r.outcome for r in report.results}
 
 

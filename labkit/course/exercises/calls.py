@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dis
 import math
 import os
 import sqlite3
@@ -74,11 +75,13 @@ class RootsAuthorizer:
 @dataclass(frozen=True)
 class IdSource:
     """A zero-argument function returning ids: `start`, `start + 1`, ... as ints, or
-    `prefix` + number as strings when `prefix` is set. The ids drawn come back as an effect."""
+    `prefix` + number as strings when `prefix` is set; the ids in `script` (ints or strs) come
+    first, when given, so the ids need not count up. The ids drawn come back as an effect."""
 
     key: str
     start: int = 1
     prefix: str | None = None
+    script: tuple[int | str, ...] = ()
 
 
 Marker = SqliteConnection | RootsAuthorizer | IdSource
@@ -297,21 +300,26 @@ def describe(exc: BaseException) -> LearnerError:
 
 
 def raised_on_purpose(exc: BaseException) -> bool:
-    """Whether the learner's code raised `exc` itself: the innermost frame is the learner's and
-    its line is a `raise` statement. An exception from a call into Python, a library or labkit
-    ends in their frames, or (for C code such as sqlite3) on the learner's line that called
-    them, which is not a `raise`; a bare `raise` that re-raises keeps the original line."""
+    """Whether the learner's code raised `exc` itself: the innermost frame of its traceback is
+    the learner's and stopped at a `raise` statement (the RAISE_VARARGS instruction, read from
+    the bytecode, so no source text is needed). An exception from Python, a library or labkit
+    ends in their frames, or (C code such as sqlite3, an index into None) at the learner's call
+    or subscript, which is not a `raise`; a bare `raise` keeps the original frame and line."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    if not is_learner_file(code.co_filename):
+        return False
     try:
-        frames = traceback.extract_tb(exc.__traceback__)
-    except Exception:  # a learner's traceback object cannot be read: not provably deliberate
+        for instruction in dis.get_instructions(code):
+            if instruction.offset == tb.tb_lasti:
+                return instruction.opname == "RAISE_VARARGS" and (instruction.arg or 0) >= 1
+    except Exception:  # bytecode that cannot be read: not provably deliberate
         return False
-    if not frames:
-        return False
-    last = frames[-1]
-    if not is_learner_file(last.filename):
-        return False
-    line = (last.line or "").strip()
-    return line.startswith(("raise ", "raise("))
+    return False
 
 
 # --- one call on the learner's side --------------------------------------------------------------
@@ -361,6 +369,9 @@ class Materialized:
         drawn = self.drawn.setdefault(marker.key, [])
 
         def next_id() -> Any:
+            if len(drawn) < len(marker.script):
+                drawn.append(marker.script[len(drawn)])
+                return drawn[-1]
             n = marker.start + len(drawn)
             value: Any = n if marker.prefix is None else f"{marker.prefix}{n}"
             drawn.append(value)

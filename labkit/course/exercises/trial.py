@@ -317,14 +317,18 @@ class Trial:
         database: Path,
         calls: Sequence[tuple[Any, ...]],
         reset: Callable[[], None],
+        *,
+        delay: float | None = None,
     ) -> RaceResult:
+        """`name(conn, *args)` for each `args` at once; `delay` (seconds before each SQL
+        statement of a racer) overrides the settings' `race_statement_delay`."""
         return self.runner.race(
             name,
             database,
             calls,
             timeout=self.settings.race_timeout,
             lock_timeout=self.settings.lock_timeout,
-            delay=self.settings.race_statement_delay,
+            delay=self.settings.race_statement_delay if delay is None else delay,
             reset=reset,
         )
 

@@ -1,10 +1,10 @@
 """Hidden checks, one module per exercise, applied only at grading.
 
-Each module is self-contained (stdlib only: its source is sent to the grading kernel and run
-there) and ends with `CHECKS`, a tuple of `(function, points, title)`. A check function takes
-the learner's implementations as parameters named after the exercise's contract, and raises
-`AssertionError("expected X, got Y")` when the behaviour is wrong. Never copied into learner
-notebooks or feedback: feedback carries the title, the outcome and the assertion's message.
-
-Imports nothing from labkit: the kernel cannot read this package.
+Owns: nothing itself; each module `exN` owns its exercise's grading-only checks and exports
+`CHECKS`, a tuple of `labkit.course.exercises.trial.Check` with `hidden=True`, written exactly
+like the course's public checks: learner code is called only through the `Trial` (argument
+markers from `labkit.course.exercises.calls`, never live objects) and its answers are data
+decoded by exact type. They run in the grader's process through a `CheckRunner` (the check
+worker), `run_checks` or `Checker(hidden=...)`; never copied into learner notebooks or the
+worker. Feedback carries a check's name, outcome and message (expected, got, next step).
 """
