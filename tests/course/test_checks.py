@@ -142,7 +142,7 @@ WRONG = [
             "directory symlink to outside refused",
         },
         Outcome.INCORRECT,
-        "raised ValueError: ",
+        "raised ValueError(",
     ),
 ]
 

@@ -90,15 +90,30 @@ def test_ex2_mistakes_fail_the_check_that_names_them(
             assert "\x1b[" not in result.message
 
 
-def test_ex2_wrong_exception_type_is_an_error_in_the_learners_code() -> None:
+def test_ex2_a_refusal_of_the_wrong_type_raised_on_purpose_is_incorrect() -> None:
     def raises_value_error(capabilities: dict[str, Any], message: str, url: str) -> dict[str, Any]:
         if "url" not in capabilities.get("elicitation", {}):
             raise ValueError("url mode not declared")
         return never_gates(capabilities, message, url)
 
     report = run("ex2", "url_elicitation", raises_value_error)
-    assert set(failed(report).values()) == {Outcome.ERROR}
-    assert "ValueError: url mode not declared" in report.results[2].message
+    assert set(failed(report).values()) == {Outcome.INCORRECT}
+    message = report.results[2].message
+    assert "it raised ValueError('url mode not declared') on purpose" in message
+    assert "expects labkit.ProtocolError with code -32021" in message
+
+
+def test_ex2_a_crash_on_the_way_to_the_refusal_is_an_error_in_the_learners_code() -> None:
+    def crashes(capabilities: dict[str, Any], message: str, url: str) -> dict[str, Any]:
+        if "url" not in capabilities["elicitation"]:  # KeyError when nothing is declared
+            raise ProtocolError(MISSING_CAPABILITY, "no url", {"requiredCapabilities": {}})
+        return never_gates(capabilities, message, url)
+
+    report = run("ex2", "url_elicitation", crashes)
+    result = next(r for r in report.results if r.name == "no capabilities refused")
+    assert result.outcome is Outcome.ERROR
+    assert "KeyError: 'elicitation'" in result.message
+    assert "Next: the refusal is a ProtocolError you raise yourself" in result.message
 
 
 def copies_nothing(input_requests: dict[str, Any], next_id: Any, new_id: Any) -> list[Any]:

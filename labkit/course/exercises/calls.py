@@ -7,7 +7,8 @@ effects it reports: transactions left open, ids drawn), `encode`/`decode` (JSON-
 exact types: a `bool` is not an `int`, a `dict` or `str` subclass is not its base type and
 comes back as an `Opaque` with its type name and a bounded repr), `LearnerError` (an exception
 as data: type, module, the names of its classes, `code`, `data`, message, the learner's frames
-as text), `Answer`, and `perform` (one call on the learner's side: materialize, call, encode).
+as text, and whether it was raised on purpose), `Answer`, and `perform` (one call on the
+learner's side: materialize, call, encode).
 
 Both runners use `perform`: the in-kernel runner (`check("exN")`, feedback only) and the
 grader's worker process; so a check sees the same values either way and never a learner
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dis
 import math
 import os
 import sqlite3
@@ -50,13 +52,15 @@ class SqliteConnection:
     (autocommit, a bounded wait for the write lock). The same `key` within one check run is the
     same connection. `statement_delay` sleeps before each statement (races);
     `before_first_work` is one statement another connection runs just before the learner's
-    first statement that starts work (BEGIN, DELETE, ...), as a concurrent writer would."""
+    first statement that starts work (BEGIN, DELETE, ...), as a concurrent writer would;
+    `record` reports the SQL statements the learner's code ran (an effect)."""
 
     path: str
     key: str = "conn"
     lock_timeout: float = 5.0
     statement_delay: float = 0.0
     before_first_work: tuple[str, tuple[Any, ...]] | None = None
+    record: bool = False
 
 
 @dataclass(frozen=True)
@@ -214,7 +218,11 @@ def roundtrip(value: Any) -> Any:
 @dataclass(frozen=True)
 class LearnerError:
     """An exception raised by the learner's code, as data. `classes` are the qualified names of
-    its type and its bases (`builtins.PermissionError`, `labkit.errors.ProtocolError`)."""
+    its type and its bases (`builtins.PermissionError`, `labkit.errors.ProtocolError`).
+
+    `deliberate` is True when the learner's own code raised it on purpose: the innermost frame
+    of its traceback is the learner's and that line is a `raise` statement (a refusal), not a
+    call that failed inside Python, a library or labkit (a crash)."""
 
     type: str
     module: str
@@ -224,6 +232,7 @@ class LearnerError:
     traceback: str
     code: Any = None
     data: Any = None
+    deliberate: bool = False
 
     def is_a(self, qualified: str) -> bool:
         """True when the exception is (a subclass of) the class named `module.qualname`;
@@ -240,6 +249,7 @@ class LearnerError:
             "traceback": self.traceback,
             "code": encode(self.code),
             "data": encode(self.data),
+            "deliberate": self.deliberate,
         }
 
     @classmethod
@@ -253,6 +263,7 @@ class LearnerError:
             traceback=str(data["traceback"]),
             code=decode(data.get("code")),
             data=decode(data.get("data")),
+            deliberate=data.get("deliberate") is True,
         )
 
 
@@ -284,7 +295,31 @@ def describe(exc: BaseException) -> LearnerError:
         traceback=guarded(lambda: learner_traceback(exc))[:8000],
         code=attribute("code"),
         data=attribute("data"),
+        deliberate=raised_on_purpose(exc),
     )
+
+
+def raised_on_purpose(exc: BaseException) -> bool:
+    """Whether the learner's code raised `exc` itself: the innermost frame of its traceback is
+    the learner's and stopped at a `raise` statement (the RAISE_VARARGS instruction, read from
+    the bytecode, so no source text is needed). An exception from Python, a library or labkit
+    ends in their frames, or (C code such as sqlite3, an index into None) at the learner's call
+    or subscript, which is not a `raise`; a bare `raise` keeps the original frame and line."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    if not is_learner_file(code.co_filename):
+        return False
+    try:
+        for instruction in dis.get_instructions(code):
+            if instruction.offset == tb.tb_lasti:
+                return instruction.opname == "RAISE_VARARGS" and (instruction.arg or 0) >= 1
+    except Exception:  # bytecode that cannot be read: not provably deliberate
+        return False
+    return False
 
 
 # --- one call on the learner's side --------------------------------------------------------------
@@ -297,6 +332,7 @@ class Materialized:
 
     connections: dict[str, sqlite3.Connection] = field(default_factory=dict)
     drawn: dict[str, list[Any]] = field(default_factory=dict)
+    statements: dict[str, list[str]] = field(default_factory=dict)
 
     def make(self, value: Any) -> Any:
         if isinstance(value, SqliteConnection):
@@ -323,8 +359,9 @@ class Materialized:
             check_same_thread=False,
         )
         delay, staged = marker.statement_delay, marker.before_first_work
-        if delay > 0 or staged is not None:
-            conn.set_trace_callback(_tracer(marker, delay, staged))
+        recorded = self.statements.setdefault(marker.key, []) if marker.record else None
+        if delay > 0 or staged is not None or recorded is not None:
+            conn.set_trace_callback(_tracer(marker, delay, staged, recorded))
         self.connections[marker.key] = conn
         return conn
 
@@ -346,6 +383,7 @@ class Materialized:
         return {
             "in_transaction": {k: c.in_transaction for k, c in self.connections.items()},
             "drawn": {k: [encode(v) for v in ids] for k, ids in self.drawn.items()},
+            "statements": {k: list(sql) for k, sql in self.statements.items()},
         }
 
     def close(self) -> None:
@@ -359,11 +397,16 @@ _STARTS_WORK = ("BEGIN", "SAVEPOINT", "DELETE", "UPDATE", "INSERT", "REPLACE")
 
 
 def _tracer(
-    marker: SqliteConnection, delay: float, staged: tuple[str, tuple[Any, ...]] | None
+    marker: SqliteConnection,
+    delay: float,
+    staged: tuple[str, tuple[Any, ...]] | None,
+    recorded: list[str] | None = None,
 ) -> Callable[[str], None]:
     done: list[bool] = []
 
     def on_statement(statement: str) -> None:
+        if recorded is not None and len(recorded) < 200:
+            recorded.append(statement[:500])
         if delay > 0:
             time.sleep(delay)
         if staged is None or done or not statement.lstrip().upper().startswith(_STARTS_WORK):
@@ -431,6 +474,11 @@ class Answer:
                     str(k): v is True for k, v in dict(effects.get("in_transaction", {})).items()
                 },
                 "drawn": {str(k): decode(v) for k, v in dict(effects.get("drawn", {})).items()},
+                "statements": {
+                    str(k): [str(x) for x in v]
+                    for k, v in dict(effects.get("statements", {})).items()
+                    if isinstance(v, list)
+                },
                 "args": [decode(a) for a in effects.get("args", [])],
             },
         )

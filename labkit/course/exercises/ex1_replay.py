@@ -26,7 +26,16 @@ from labkit.course.exercises.fixtures import (
     note_ids,
 )
 from labkit.course.exercises.race import Racer
-from labkit.course.exercises.trial import Check, Exercise, Fail, Outcome, Pass, Trial, stub_message
+from labkit.course.exercises.trial import (
+    Check,
+    Exercise,
+    Fail,
+    Outcome,
+    Pass,
+    Raised,
+    Trial,
+    stub_message,
+)
 
 CONTRACT = "claim_and_delete"
 PRINCIPAL = "alice"
@@ -68,8 +77,34 @@ def _look(t: Trial, path: Path) -> _Seen:
         return _Seen(frozenset(note_ids(conn)), frozenset(claimed(conn)))
 
 
-def _claim(t: Trial, conn: SqliteConnection, nonce: str, note_id: str) -> Any:
-    return t.call(CONTRACT, conn, PRINCIPAL, nonce, note_id, EXPIRES_AT)
+def _claim(
+    t: Trial,
+    conn: SqliteConnection,
+    nonce: str,
+    note_id: str,
+    *,
+    expected: str,
+    wanted: bool,
+    refuse_next: str,
+    on_integrity_error: str | None = None,
+) -> Any:
+    """The learner's answer, or a `Fail` when it raised on purpose (`refuse_next`); any other
+    exception ends the check as an error in the learner's code, whose next step is
+    `on_integrity_error` for the IntegrityError the database raises for a taken nonce."""
+    outcome = t.attempt(CONTRACT, conn, PRINCIPAL, nonce, note_id, EXPIRES_AT)
+    if isinstance(outcome, Raised):
+        crash_next = None
+        if on_integrity_error and outcome.error.is_a("sqlite3.IntegrityError"):
+            crash_next = on_integrity_error
+        return t.raised_instead(outcome, expected, repr(wanted), refuse_next, crash_next)
+    return outcome.value
+
+
+REPLAY_CRASH_NEXT = (
+    "a replay is an expected case, not an error: let the database report it without an "
+    "exception (INSERT ... ON CONFLICT DO NOTHING, then cursor.rowcount), or catch exactly "
+    "sqlite3.IntegrityError around that INSERT, ROLLBACK and return False"
+)
 
 
 def _left_open(expected: str, result: Any) -> Fail:
@@ -82,19 +117,42 @@ def _left_open(expected: str, result: Any) -> Fail:
 
 
 def _returned_none_next(result: Any, otherwise: str) -> str:
+    return not_a_bool_next(result) or otherwise
+
+
+def not_a_bool_next(result: Any) -> str:
+    """The next step when `result` is not a bool at all (None, a rowcount), else ""."""
     if result is None:
         return "end every path with `return True` or `return False` (None means a missing return)"
-    return otherwise
+    if type(result) is int:
+        return (
+            f"return True or False, a real bool: {result!r} is an int (a rowcount, perhaps), "
+            "and the contract's answer is compared with `is True` / `is False`"
+        )
+    if type(result) is not bool:
+        return f"return True or False, a real bool, not a {type(result).__name__}"
+    return ""
 
 
 def fresh_claim(t: Trial) -> Fail | None:
     path = _world(t)
     conn = _learner_connection(t, path)
-    result = _claim(t, conn, "n-1", "note-7")
     expected = (
         "claiming the new nonce 'n-1' for note-7 should return True, delete note-7 and record "
         "('alice', 'n-1') in claims"
     )
+    result = _claim(
+        t,
+        conn,
+        "n-1",
+        "note-7",
+        expected=expected,
+        wanted=True,
+        refuse_next="the nonce is new and the note exists: nothing here calls for a refusal; "
+        "make both changes, COMMIT and return True",
+    )
+    if isinstance(result, Fail):
+        return result
     if t.in_transaction(conn.key):
         return _left_open(expected, result)
     seen = _look(t, path)
@@ -122,11 +180,23 @@ def fresh_claim(t: Trial) -> Fail | None:
 def replay_refused(t: Trial) -> Fail | None:
     path = _world(t, notes=("note-8",), claims=("n-1",))
     conn = _learner_connection(t, path)
-    result = _claim(t, conn, "n-1", "note-8")
     expected = (
         "a second claim of nonce 'n-1' (already recorded) should return False and leave note-8 "
         "in place"
     )
+    result = _claim(
+        t,
+        conn,
+        "n-1",
+        "note-8",
+        expected=expected,
+        wanted=False,
+        refuse_next="return False for a replay (after ROLLBACK): the contract's refusal is the "
+        "value False, not an exception",
+        on_integrity_error=REPLAY_CRASH_NEXT,
+    )
+    if isinstance(result, Fail):
+        return result
     if t.in_transaction(conn.key):
         return _left_open(expected, result)
     seen = _look(t, path)
@@ -140,18 +210,29 @@ def replay_refused(t: Trial) -> Fail | None:
         ),
     ]
     return _first_failure(
-        expected, problems, "make the claim fail when the nonce is already recorded"
+        expected, problems, "return False when the nonce is already recorded, changing nothing"
     )
 
 
 def missing_note(t: Trial) -> Fail | None:
     path = _world(t)
     conn = _learner_connection(t, path)
-    result = _claim(t, conn, "n-2", "note-404")
     expected = (
         "a claim of nonce 'n-2' for note-404, which does not exist, should return False and "
         "leave 'n-2' unused"
     )
+    result = _claim(
+        t,
+        conn,
+        "n-2",
+        "note-404",
+        expected=expected,
+        wanted=False,
+        refuse_next="return False when the note is missing (after ROLLBACK, which also undoes "
+        "the claim): the contract's refusal is the value False, not an exception",
+    )
+    if isinstance(result, Fail):
+        return result
     if t.in_transaction(conn.key):
         return _left_open(expected, result)
     seen = _look(t, path)
@@ -172,11 +253,22 @@ def missing_note(t: Trial) -> Fail | None:
     failure = _first_failure(expected, problems, "return False when the note does not exist")
     if failure is not None:
         return failure
-    again = _claim(t, conn, "n-2", "note-7")
     expected = (
         "after a refused claim for a missing note, claiming 'n-2' again for note-7 (which "
         "exists) should return True and delete note-7"
     )
+    again = _claim(
+        t,
+        conn,
+        "n-2",
+        "note-7",
+        expected=expected,
+        wanted=True,
+        refuse_next="a refused claim must leave no trace: undo it completely (ROLLBACK), so "
+        "the retry finds the nonce unused",
+    )
+    if isinstance(again, Fail):
+        return again
     if t.in_transaction(conn.key):
         return _left_open(expected, again)
     if again is not True or "note-7" in _look(t, path).notes:
@@ -210,10 +302,55 @@ def _racer_words(r: Racer) -> str:
     }.get(r.kind, r.kind)
 
 
-RACE_NEXT = (
-    "claim the nonce and delete the note in one transaction that starts with BEGIN IMMEDIATE, "
-    "so the second process waits for the first and then finds the nonce taken"
+LOCKED_NEXT = (
+    "take the write lock before anything else: start with BEGIN IMMEDIATE and do every read "
+    "after BEGIN IMMEDIATE, so the second process waits for the first (a deferred BEGIN that "
+    "reads first cannot upgrade its lock while the other holds it: 'database is locked')"
 )
+
+
+def _race_next(t: Trial) -> str:
+    """The next step for a lost race, from the SQL the learner's function runs for one fresh
+    claim (recorded on a fresh database), so it matches what the code actually does."""
+    path = _world(t)
+    probe = SqliteConnection(
+        str(path), key="probe", lock_timeout=t.settings.lock_timeout, record=True
+    )
+    t.attempt(CONTRACT, probe, PRINCIPAL, "n-probe", "note-7", EXPIRES_AT)
+    statements = [" ".join(sql.split()).upper() for sql in t.statements(probe.key)]
+    begins = [i for i, sql in enumerate(statements) if sql.startswith("BEGIN")]
+    immediate = [
+        i for i in begins if statements[i].startswith(("BEGIN IMMEDIATE", "BEGIN EXCLUSIVE"))
+    ]
+    ends = [sql for sql in statements if sql.startswith(("COMMIT", "END", "ROLLBACK"))]
+    if not immediate:
+        return (
+            "claim the nonce and delete the note in one transaction, and do every read and "
+            "write after BEGIN IMMEDIATE, so the second process waits for the first and then "
+            "finds the nonce taken"
+        )
+    if immediate[0] > 0:
+        before = ", ".join(sorted({sql.split()[0] for sql in statements[: immediate[0]]}))
+        return (
+            f"your {before} runs before the transaction: do every read and write after BEGIN "
+            "IMMEDIATE, because what you read before it can change before you write"
+        )
+    if len(begins) > 1 or len(ends) > 1:
+        return (
+            "claim and delete in one transaction (one BEGIN IMMEDIATE, one COMMIT): with two, "
+            "the other process acts between them"
+        )
+    return (
+        "your BEGIN IMMEDIATE is in place: now decide only from what the database says inside "
+        "it (the claim INSERT's rowcount or IntegrityError, keyed by principal and nonce; the "
+        "DELETE's rowcount), never from a value computed earlier"
+    )
+
+
+def _raised_on_purpose(r: Racer) -> bool:
+    # A racer's frames are the learner's only: its last line is a raise statement when the
+    # learner's code raised the exception itself (a library's exception shows the calling line).
+    return bool(r.frames) and r.frames[-1].line.startswith(("raise ", "raise("))
 
 
 def two_processes(t: Trial) -> Fail | Pass | None:
@@ -248,30 +385,41 @@ def two_processes(t: Trial) -> Fail | Pass | None:
     seen = _look(t, path)
     gone = sorted({"note-7", "note-8"} - seen.notes)
     wins = sum(r.value_is_true for r in racers)
-    if all(r.kind == "raised" for r in racers):
+    raised = next((r for r in racers if r.kind == "raised"), None)
+    crash = (
+        LOCKED_NEXT
+        if raised is not None and "database is locked" in raised.exception
+        else "fix the line shown last above"
+    )
+    if all(r.kind == "raised" and not _raised_on_purpose(r) for r in racers):
         return Fail(
             expected,
             f"both raised an exception; the first:\n{racers[0].traceback}\n",
-            "fix the line shown last above (the error text is Python's own, so you can "
-            "search for it)",
+            crash,
             outcome=Outcome.ERROR,
         )
     if wins != 1 or len(gone) != 1:
         gone_text = ", ".join(gone) if gone else "none"
-        return Fail(expected, f"{said}, and the notes deleted are: {gone_text}", RACE_NEXT)
-    raised = next((r for r in racers if r.kind == "raised"), None)
+        return Fail(expected, f"{said}, and the notes deleted are: {gone_text}", _race_next(t))
+    if raised is not None and _raised_on_purpose(raised):
+        return Fail(
+            expected,
+            f"{said}: it raised on purpose, where the contract expects False for the process "
+            "that finds the nonce taken",
+            "return False for the loser (after ROLLBACK): the contract's refusal is the value "
+            "False, not an exception",
+        )
     if raised is not None:
         return Fail(
             expected,
             f"one of them raised an exception:\n{raised.traceback}\n",
-            "the process that loses should wait for the lock (BEGIN IMMEDIATE) and then "
-            "return False, not raise",
+            crash,
             outcome=Outcome.ERROR,
         )
     if any(r.in_transaction for r in racers):
         return Fail(expected, f"{said}, but one left its transaction open", OPEN_TRANSACTION_NEXT)
     if any(not (r.value_is_true or r.value_is_false) for r in racers):
-        return Fail(expected, said, "return True or False, nothing else")
+        return Fail(expected, said, "return True or False, real bools, nothing else")
     if not outcome.processes:
         return Pass(f"raced with threads because {outcome.why_threads}")
     return None
@@ -284,9 +432,10 @@ HINTS = (
     "tells you through cursor.rowcount whether your claim is new; the DELETE's rowcount tells "
     "you whether the note was still there. BEGIN IMMEDIATE takes the write lock first, so a "
     "second process waits instead of acting on what it read before the first one committed.",
-    "Shape: BEGIN IMMEDIATE -> insert the claim, doing nothing on conflict -> no row inserted? "
-    "ROLLBACK, return False -> delete the note -> no row deleted? ROLLBACK, return False -> "
-    "COMMIT, return True. Put the body in try/except so an exception rolls back and re-raises.",
+    "The idea is an atomic claim: one transaction that takes SQLite's write lock first (BEGIN "
+    "IMMEDIATE), lets constraints and rowcounts (cursor.rowcount, INSERT ... ON CONFLICT DO "
+    "NOTHING) decide, and ends every path with COMMIT or ROLLBACK (docs/security.md, "
+    '"Exactly-once replay store").',
 )
 
 EXERCISE = Exercise(
@@ -304,15 +453,11 @@ EXERCISE = Exercise(
             "replay refused",
             replay_refused,
             "a second claim of an already recorded nonce should return False and delete nothing",
-            on_error="a replayed nonce is an expected case, not an error: return False instead "
-            "of letting the exception escape, and undo anything you started",
         ),
         Check(
             "missing note keeps the nonce",
             missing_note,
             "a claim for a note that does not exist should return False and leave the nonce unused",
-            on_error="a missing note is an expected case, not an error: return False instead "
-            "of letting the exception escape, and undo the claim",
         ),
         Check(
             "two processes race",

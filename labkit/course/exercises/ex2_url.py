@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from labkit.course.exercises.trial import Check, Exercise, Fail, Raised, Trial
+from labkit.course.exercises.trial import Check, Exercise, Fail, Raised, Trial, difference
 from labkit.errors import MISSING_CAPABILITY, ProtocolError
 
 PROTOCOL_ERROR = f"{ProtocolError.__module__}.{ProtocolError.__qualname__}"
@@ -34,17 +34,47 @@ def _entry(url: str = URL) -> dict[str, Any]:
 
 
 def _offers(t: Trial, capabilities: dict[str, Any], expected: str) -> Fail | None:
-    result = t.call(CONTRACT, capabilities, MESSAGE, URL)
+    outcome = t.attempt(CONTRACT, capabilities, MESSAGE, URL)
+    if isinstance(outcome, Raised):
+        return t.raised_instead(
+            outcome,
+            expected,
+            "the url-mode entry",
+            "url is declared here: test whether the key is there ('url' in elicitation), not "
+            "whether its value is truthy ({} is an empty object, still a declaration)",
+        )
+    result = outcome.value
     if result is None:
         return Fail(expected, "it returned None", "return the entry (None means a missing return)")
     if result != _entry():
         return Fail(
             expected,
-            f"it returned {result!r}",
-            "build exactly {'method': 'elicitation/create', 'params': {'mode': 'url', "
-            "'message': ..., 'url': ...}}: at 2026-07-28 a URL entry has no elicitationId",
+            f"it returned an entry where {difference(_entry(), result)}",
+            _entry_next(result),
         )
     return None
+
+
+def _entry_next(result: Any) -> str:
+    """The next step for a wrong entry, from what is wrong with it."""
+    if not isinstance(result, dict):
+        return "return a dict: {'method': 'elicitation/create', 'params': {...}}"
+    params = result.get("params")
+    if "elicitationId" in result or (isinstance(params, dict) and "elicitationId" in params):
+        return "remove the elicitationId: at 2026-07-28 a URL entry has no elicitationId"
+    wrong = [
+        f"params.{k}"
+        for k, v in _entry()["params"].items()
+        if not isinstance(params, dict) or params.get(k) != v
+    ]
+    if isinstance(params, dict):
+        wrong += [f"params.{k}" for k in params if k not in _entry()["params"]]
+    if result.get("method") != "elicitation/create" or set(result) != {"method", "params"}:
+        wrong.insert(0, "the top-level keys (method and params only)")
+    return (
+        f"fix {', '.join(wrong)}: the entry is {{'method': 'elicitation/create', 'params': "
+        "{'mode': 'url', 'message': message, 'url': url}}, message and url exactly as given"
+    )
 
 
 def offered_when_declared(t: Trial) -> Fail | None:
@@ -79,13 +109,29 @@ def _refuses(t: Trial, capabilities: dict[str, Any], described: str) -> Fail | N
         )
     error = outcome.error
     if not error.is_a(PROTOCOL_ERROR):
-        t.crashed(outcome, "raise labkit.ProtocolError(code, message, data) for the refusal")
-    if error.code != MISSING_CAPABILITY or error.data != REQUIRED:
+        return t.raised_instead(
+            outcome,
+            expected,
+            "labkit.ProtocolError with code -32021",
+            "refuse with raise ProtocolError(MISSING_CAPABILITY, message, data): the contract "
+            "names labkit.ProtocolError, code -32021",
+            "the refusal is a ProtocolError you raise yourself: test for the missing "
+            "capability first, so nothing else can fail on the way",
+        )
+    if error.code != MISSING_CAPABILITY:
         return Fail(
             expected,
-            f"it raised ProtocolError({error.code}, data={error.data!r})",
-            "use code -32021 (a capability the request needs was not declared) and name "
-            "exactly what is missing in data.requiredCapabilities",
+            f"it raised ProtocolError({error.code!r}) (expected code -32021)",
+            "use code -32021 (MISSING_CAPABILITY: a capability the request needs was not "
+            "declared), not another JSON-RPC code",
+        )
+    if error.data != REQUIRED:
+        return Fail(
+            expected,
+            "it raised ProtocolError(-32021) whose data differs: "
+            f"{difference(REQUIRED, error.data)}",
+            "name exactly what is missing in data.requiredCapabilities: "
+            "{'elicitation': {'url': {}}}",
         )
     return None
 
@@ -107,10 +153,10 @@ HINTS = (
     "earlier request said. `{'elicitation': {}}` means form, not URL.",
     "Two steps: gate (is there a `url` key inside `elicitation`?), then build. The refusal is "
     "the same -32021 error `notes_delete` uses for form, with `url` in requiredCapabilities.",
-    "Shape: elicitation = capabilities.get('elicitation'); not a dict or no 'url' in it? "
-    "raise ProtocolError(-32021, message, {'requiredCapabilities': {'elicitation': "
-    "{'url': {}}}}) -> return {'method': 'elicitation/create', 'params': {'mode': 'url', "
-    "'message': message, 'url': url}}.",
+    "The idea is gate, then build: a capability is declared by the presence of a key, so test "
+    "membership (`in`, a mapping pattern) on this request's `elicitation` object; refuse with "
+    "`labkit.ProtocolError` and `labkit.errors.MISSING_CAPABILITY`, and build a new dict per "
+    'call (docs/protocol.md, "Elicitation params").',
 )
 
 EXERCISE = Exercise(

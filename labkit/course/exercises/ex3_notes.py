@@ -28,7 +28,7 @@ from labkit.course.exercises.fixtures import (
     create_ex3_schema,
     note_ids,
 )
-from labkit.course.exercises.trial import Check, Exercise, Fail, Trial
+from labkit.course.exercises.trial import Check, Exercise, Fail, Raised, Trial
 
 CONTRACT = "delete_note"
 NOTES = (
@@ -62,9 +62,26 @@ def _ids(t: Trial, path: Path) -> frozenset[str]:
 
 
 def _delete(
-    t: Trial, conn: SqliteConnection, principal: str, note_id: str, workspace: str = WORKSPACE_URI
+    t: Trial,
+    conn: SqliteConnection,
+    principal: str,
+    note_id: str,
+    *,
+    want: bool = False,
+    workspace: str = WORKSPACE_URI,
 ) -> Any:
-    return t.call(CONTRACT, conn, AUTHORIZER, principal, workspace, note_id)
+    """The learner's answer, or a `Fail` when it raised on purpose: the contract refuses with
+    False, never an exception; any other exception ends the check as an error in the code."""
+    outcome = t.attempt(CONTRACT, conn, AUTHORIZER, principal, workspace, note_id)
+    if isinstance(outcome, Raised):
+        refuse_next = (
+            "return False (after ROLLBACK) to refuse: the contract's refusal is the value False, "
+            "not an exception"
+            if not want
+            else "nothing here calls for a refusal: delete the note, COMMIT and return True"
+        )
+        return t.raised_instead(outcome, t.check.expects, repr(want), refuse_next)
+    return outcome.value
 
 
 def _verdict(
@@ -78,6 +95,8 @@ def _verdict(
     left: frozenset[str],
     next_step: str,
 ) -> Fail | None:
+    if isinstance(result, Fail):
+        return result
     if t.in_transaction(conn.key):
         return Fail(
             expected,
@@ -100,12 +119,17 @@ def _verdict(
         next_step = (
             "end every path with `return True` or `return False` (None means a missing return)"
         )
+    elif type(result) is int:
+        next_step = (
+            f"return True or False, a real bool: {result!r} is an int (a rowcount, perhaps), "
+            "and the contract's answer is compared with `is True` / `is False`"
+        )
     return Fail(expected, " and ".join(problems), next_step)
 
 
 def inside_deleted(t: Trial) -> Fail | None:
     path, conn = _world(t)
-    result = _delete(t, conn, "alice", "note-1")
+    result = _delete(t, conn, "alice", "note-1", want=True)
     return _verdict(
         t,
         conn,
@@ -204,9 +228,10 @@ HINTS = (
     "return a root; SELECT the note's uri now (not earlier); parse it (a ScopeError means "
     "outside) and require labkit.scope.contains(workspace_path, note_path). Tuples of path "
     "segments cannot be fooled by a look-alike prefix such as notes-evil.",
-    "Shape: BEGIN IMMEDIATE -> try: not authorized? ROLLBACK, False -> row = SELECT uri ... -> "
-    "no row, unparsable or outside? ROLLBACK, False -> DELETE -> COMMIT, True; except: ROLLBACK "
-    "and re-raise.",
+    "The idea is re-check, then act, inside one transaction: after BEGIN IMMEDIATE, "
+    "labkit.scope.authorize, a fresh SELECT, labkit.scope.parse_file_uri and "
+    "labkit.scope.contains decide; every refusal ends the transaction (ROLLBACK) and returns "
+    "False (docs/LESSON.md sections 3 and 9).",
 )
 
 EXERCISE = Exercise(
@@ -238,8 +263,7 @@ EXERCISE = Exercise(
             "missing note",
             missing_note,
             "deleting a note that does not exist should return False",
-            on_error="a missing note is an expected case: return False (after ROLLBACK) "
-            "instead of letting the exception escape",
+            on_error="when the SELECT finds no row, ROLLBACK and return False before using the row",
         ),
     ),
     hints=HINTS,

@@ -24,6 +24,11 @@ CONTRACT = "resolve_inside"
 WRONG_EXCEPTION_NEXT = (
     "raise PermissionError for every refusal: the contract names it, and callers catch exactly that"
 )
+CRASH_NEXT = (
+    "the contract's refusal is a PermissionError you raise: test containment yourself "
+    "(Path.is_relative_to on resolved paths), or where a library reports the escape with its "
+    "own exception (Path.relative_to's ValueError), raise PermissionError from exactly that one"
+)
 
 
 def _tree(t: Trial) -> SymlinkTree:
@@ -66,10 +71,18 @@ def _refuses(
     if isinstance(outcome, Raised):
         if outcome.error.is_a("PermissionError"):
             return None
-        if outcome.error.is_a("OSError") or outcome.error.is_a("ValueError"):
-            return Fail(expected, f"it raised {outcome.summary}", WRONG_EXCEPTION_NEXT)
-        t.crashed(outcome)
-    return Fail(expected, f"it returned {_show(tree, outcome.value)}{why}", next_step)
+        return t.raised_instead(
+            outcome, expected, "PermissionError", WRONG_EXCEPTION_NEXT, CRASH_NEXT
+        )
+    value = outcome.value
+    if value is None:
+        next_step = "refuse by raising PermissionError, not by returning None"
+    elif isinstance(value, str | PurePath) and Path(value) == tree.root:
+        next_step = (
+            "refuse by raising PermissionError, never by returning a fallback path such as the "
+            "root: the caller would act on a file it never asked for"
+        )
+    return Fail(expected, f"it returned {_show(tree, value)}{why}", next_step)
 
 
 def plain_file(t: Trial) -> Fail | None:
@@ -157,9 +170,10 @@ HINTS = (
     "Resolve first, then compare: the real path of root and the real path of root / relative, "
     "with every symlink followed; containment is a whole-component question "
     "(PurePath.is_relative_to), never str.startswith.",
-    "Shape: absolute relative? refuse -> real_root = root.resolve() -> target = "
-    "(real_root / relative).resolve() -> target not relative to real_root? raise "
-    "PermissionError -> return target.",
+    "The idea is resolve first, then compare: follow every symlink of both the root and the "
+    "target (Path.resolve, or os.path.realpath with strict=True, which also reports a loop of "
+    "links), then test whole-component containment (PurePath.is_relative_to); every refusal "
+    "is a PermissionError.",
 )
 
 EXERCISE = Exercise(

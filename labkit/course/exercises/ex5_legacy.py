@@ -18,7 +18,7 @@ import copy
 from typing import Any
 
 from labkit.course.exercises.calls import IdSource
-from labkit.course.exercises.trial import Check, Exercise, Fail, Trial
+from labkit.course.exercises.trial import Check, Exercise, Fail, Trial, difference
 
 CONTRACT = "to_legacy_requests"
 
@@ -58,14 +58,56 @@ def _compare(
 ) -> Fail | None:
     if got is None:
         return Fail(expected, "it returned None", "return the list (None means a missing return)")
-    pairs = (
-        [tuple(p) if isinstance(p, list | tuple) else p for p in got]
-        if isinstance(got, list)
-        else got
-    )
-    if pairs != [tuple(w) for w in want]:
-        return Fail(expected, f"it returned {got!r}", step)
+    if not isinstance(got, list):
+        return Fail(
+            expected,
+            f"it returned a {type(got).__name__}",
+            f"return a list of (key, request) pairs, not a {type(got).__name__}",
+        )
+    pairs = [tuple(p) if isinstance(p, list | tuple) else p for p in got]
+    wanted: list[Any] = [tuple(w) for w in want]
+    if pairs != wanted:
+        return Fail(
+            expected,
+            f"it returned a list where {difference(wanted, pairs)}",
+            _next(pairs, wanted, step),
+        )
     return None
+
+
+def _next(pairs: list[Any], wanted: list[Any], step: str) -> str:
+    """The next step for the first wrong pair, from what is wrong with it; else `step`."""
+    for pair, (key, request) in zip(pairs, wanted, strict=False):
+        if pair == (key, request):
+            continue
+        if not (isinstance(pair, tuple) and len(pair) == 2):
+            return "make each item a (key, request) pair: a tuple of the input key and the request"
+        first, second = pair
+        if isinstance(first, dict) and isinstance(second, str):
+            return "put each pair as (key, request): the input key first, then the request"
+        if not isinstance(second, dict):
+            return step
+        if second.get("id") != request["id"] and str(second.get("id")) == str(request["id"]):
+            return "use each id as next_id() returns it (an int here), without converting it"
+        params, want_params = second.get("params"), request.get("params")
+        if "elicitationId" in second:
+            return (
+                "put elicitationId inside params (params['elicitationId']), not on the request "
+                "itself"
+            )
+        if isinstance(params, dict) and isinstance(want_params, dict):
+            if "elicitationId" in params and "elicitationId" not in want_params:
+                return (
+                    "only URL-mode elicitations (params['mode'] == 'url') get an elicitationId; "
+                    "form entries keep their params unchanged"
+                )
+            if "elicitationId" not in params and "elicitationId" in want_params:
+                return (
+                    "for method elicitation/create with mode 'url', add params['elicitationId'] "
+                    "= new_elicitation_id()"
+                )
+        return step
+    return step
 
 
 def one_form_entry(t: Trial) -> Fail | None:
@@ -110,7 +152,7 @@ def url_entry_gets_elicitation_id(t: Trial) -> Fail | None:
         got,
         want,
         "for method elicitation/create with mode 'url', add params['elicitationId'] = "
-        "new_elicitation_id(); form entries get none",
+        "new_elicitation_id()",
     )
 
 
@@ -121,9 +163,10 @@ def input_left_unchanged(t: Trial) -> Fail | None:
     if given != original:
         return Fail(
             "the inputRequests map passed in should be left exactly as it was",
-            f"after the call it was {given!r}",
-            "copy the params before adding elicitationId: the modern handler's result is "
-            "not the adapter's to change",
+            f"after the call {difference(original, given)}",
+            "the input map is never modified: build a new request dict per entry and copy the "
+            "params before adding elicitationId (the modern handler's result is not the "
+            "adapter's to change)",
         )
     return None
 
@@ -133,9 +176,9 @@ HINTS = (
     "client as a live JSON-RPC request and keeps the entry's key to match the answer later.",
     "Only one thing differs between the eras here: a URL-mode elicitation needs an elicitationId "
     "at 2025-11-25. Everything else travels unchanged, and the input is never modified.",
-    "Shape: for key, entry in input_requests.items(): message = {'jsonrpc': '2.0', 'id': "
-    "next_id(), 'method': entry['method']}; params = dict(entry['params']) if present; url "
-    "mode? params['elicitationId'] = new_elicitation_id(); append (key, message).",
+    "The idea is a pure translation: iterate the map in order (dict.items()), build a new "
+    "JSON-RPC request per entry with its own next_id(), and give URL-mode elicitations a "
+    "new_elicitation_id() inside a copy of their params (dict(...) or copy.deepcopy).",
 )
 
 EXERCISE = Exercise(

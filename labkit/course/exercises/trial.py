@@ -12,6 +12,21 @@ attempted* (the name is undefined, or the starter stub still raises `NotImplemen
 *incorrect* (it ran and the result is wrong), *error in your code* (the learner's exception,
 with only the learner's frames), *passed*.
 
+Outcomes for exceptions, one rule every check follows (through `Trial.raised_instead`):
+
+- An exception the learner's code raised ON PURPOSE (a `raise` statement in the learner's own
+  code, `LearnerError.deliberate`) is an answer, so a wrong one is *incorrect*: a refusal of
+  the wrong type or code where the contract says to refuse, or a refusal where the contract
+  says to return. The message says which type and code (or which value) were expected.
+- Any other exception is one the contract never calls for (a typo, a failing library call, a
+  `None` indexed): *error in your code*, shown with the learner's frames only. Its next step
+  says Python's error text can be searched only when the exception is Python's own.
+- A next step never advises catching an exception just to return something else: it names
+  the case to test for (or the exact exception a library uses to report it).
+
+Messages show what differs, not whole values: `difference(expected, got)` names the differing
+keys and positions of dicts and lists.
+
 Exercise modules import this one; it imports `calls` (data across the boundary) and no
 exercise, the registry or the check engine, so the exercises and the engine that runs them
 form no circle. Must not import ipywidgets.
@@ -21,6 +36,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -44,6 +60,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Frame",
+    "difference",
     "exception_line",
     "format_frames",
     "learner_frames",
@@ -88,21 +105,26 @@ class Pass:
     note: str
 
 
+DEFAULT_ON_ERROR = (
+    "fix the line shown last above (the error text is Python's own, so you can search for it)"
+)
+
+
 @dataclass(frozen=True)
 class Check:
     """One check. `run` returns None (or a `Pass` with a note) when it passed, or a `Fail`.
 
     `expects` is one line saying what the learner's code should do here: it starts the
-    message when the code raises or hangs. `on_error` is the next step for an exception."""
+    message when the code raises or hangs. `on_error` is the next step for an exception the
+    contract never calls for (the outcome rule in the module docstring); the default says
+    Python's error text can be searched only for Python's own exceptions."""
 
     name: str
     run: Callable[[Trial], Fail | Pass | None]
     expects: str
     points: float = 1
     hidden: bool = False
-    on_error: str = (
-        "fix the line shown last above (the error text is Python's own, so you can search for it)"
-    )
+    on_error: str = DEFAULT_ON_ERROR
 
 
 @dataclass(frozen=True)
@@ -256,6 +278,10 @@ class Trial:
         """The ids the last call drew from the `IdSource` marker `key`."""
         return list(self.effects.get("drawn", {}).get(key, []))
 
+    def statements(self, key: str = "conn") -> list[str]:
+        """The SQL the last call ran on the connection marker `key` (when it has `record`)."""
+        return list(self.effects.get("statements", {}).get(key, []))
+
     def args_after(self) -> list[Any]:
         """The arguments of the last call as the learner's code left them (data)."""
         return list(self.effects.get("args", []))
@@ -307,11 +333,35 @@ class Trial:
         )
 
     def crashed(self, raised: Raised, next_step: str | None = None) -> NoReturn:
+        step = next_step or self.check.on_error
+        if step == DEFAULT_ON_ERROR and not pythons_own(raised.error):
+            step = "fix the line shown last above"
         self.stop(
             Outcome.ERROR,
             f"{self.check.expects}, but your code raised an exception:\n"
-            f"{raised.traceback}\nNext: {next_step or self.check.on_error}.",
+            f"{raised.traceback}\nNext: {step}.",
         )
+
+    def raised_instead(
+        self,
+        raised: Raised,
+        expected: str,
+        wanted: str,
+        next_step: str,
+        on_crash: str | None = None,
+    ) -> Fail:
+        """The outcome rule (module docstring) for an exception where the contract wants
+        `wanted` (a value, or a refusal of another type or code): raised on purpose, it is an
+        incorrect answer with `next_step`; otherwise the check ends as an error in the learner's
+        code with `on_crash` (default: the check's `on_error`)."""
+        if raised.error.deliberate:
+            return Fail(
+                expected,
+                f"it raised {raised_text(raised.error)} on purpose, where the contract expects "
+                f"{wanted}",
+                next_step,
+            )
+        self.crashed(raised, on_crash)
 
     def stop(self, outcome: Outcome, detail: str) -> NoReturn:
         raise Stop(outcome, detail)
@@ -333,6 +383,71 @@ def call_bounded(fn: Callable[..., T], args: Sequence[Any], timeout: float) -> t
     thread.start()
     thread.join(timeout)
     return (box[0],) if box else None
+
+
+def pythons_own(error: LearnerError) -> bool:
+    """Whether the exception's type comes with Python (builtins or the standard library)."""
+    return error.module.partition(".")[0] in ("builtins", *sys.stdlib_module_names)
+
+
+def raised_text(error: LearnerError) -> str:
+    """The exception as it was raised: `ValueError('text')`, `ProtocolError(-32602, 'text')`."""
+    args = [] if error.code is None else [repr(error.code)]
+    if error.message:
+        text = error.message if len(error.message) <= 120 else error.message[:117] + "..."
+        args.append(repr(text))
+    return f"{error.type}({', '.join(args)})"
+
+
+def difference(expected: Any, got: Any, limit: int = 6) -> str:
+    """What differs between `expected` and `got`, by key and position, not the whole values:
+    `params.mode is 'form' (expected 'url'); elicitationId is there (expected none)`.
+    Values of another type are shown whole (they are short or the type is the news)."""
+    found: list[str] = []
+    _differences(expected, got, "", found)
+    if len(found) > limit:
+        found = [*found[:limit], f"and {len(found) - limit} more differences"]
+    return "; ".join(found)
+
+
+def _differences(expected: Any, got: Any, where: str, found: list[str]) -> None:
+    if type(expected) is type(got) and isinstance(expected, dict):
+        for key in expected:
+            at = f"{where}.{key}" if where else str(key)
+            if key not in got:
+                found.append(f"{at} is missing (expected {_short(expected[key])})")
+            else:
+                _differences(expected[key], got[key], at, found)
+        for key in got:
+            if key not in expected:
+                at = f"{where}.{key}" if where else str(key)
+                found.append(f"{at} is there (expected none), {_short(got[key])}")
+        return
+    if type(expected) is type(got) and isinstance(expected, list | tuple):
+        for i, (e, g) in enumerate(zip(expected, got, strict=False)):
+            _differences(e, g, f"{where}[{i}]", found)
+        if len(expected) != len(got):
+            found.append(f"{where or 'it'} has {len(got)} items (expected {len(expected)})")
+        return
+    if type(expected) is not type(got) or expected != got:
+        what = where or "it"
+        if type(expected) is not type(got) and expected == got:
+            found.append(
+                f"{what} is {_short(got)} of type {type(got).__name__} "
+                f"(expected {_short(expected)} of type {type(expected).__name__})"
+            )
+        elif type(expected) is not type(got):
+            found.append(
+                f"{what} is {_short(got)} of type {type(got).__name__} "
+                f"(expected {_short(expected)})"
+            )
+        else:
+            found.append(f"{what} is {_short(got)} (expected {_short(expected)})")
+
+
+def _short(value: Any, width: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def stub_message(name: str) -> str:

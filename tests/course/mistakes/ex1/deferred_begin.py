@@ -1,4 +1,4 @@
-# mistake: plain BEGIN (deferred) and a SELECT before the claim: two racers both read "not claimed" before either takes the write lock | outcome: incorrect | next: after BEGIN IMMEDIATE
+# mistake: plain BEGIN (deferred) and a SELECT before the claim: both racers read "not claimed", then the loser cannot upgrade its lock and gets "database is locked" | outcome: error in your code | next: after BEGIN IMMEDIATE
 DELETE_SQL = "DELETE FROM notes WHERE id = ?"
 
 
