@@ -79,9 +79,6 @@ POINTS = {
         "no entry of the map changed": 1,
     },
 }
-# Returning one shared dict from every call cannot be seen by a judge that only ever gets the
-# answer as data (each call's answer is encoded when it returns); see the test below.
-UNSEEN_THROUGH_DATA = {"ex2/shared_template"}
 # ex1's race mistakes: the six-racer race exists to catch them.
 RACE_MISTAKES = ("check_then_act", "deferred_begin", "select_then_delete_autocommit")
 SWALLOW = re.compile(r"\b(except|catch|swallow|suppress|ignore|pass)\b", re.IGNORECASE)
@@ -101,7 +98,7 @@ def answer_id(path: Path) -> str:
 
 
 CATALOGUE = sorted(MISTAKES.glob("ex*/*.py"))
-IN_PROCESS = [p for p in CATALOGUE if answer_id(p) not in UNSEEN_THROUGH_DATA]
+IN_PROCESS = list(CATALOGUE)
 THROUGH_WORKER = [
     p
     for p in IN_PROCESS
@@ -250,16 +247,16 @@ def test_the_hidden_checks_catch_what_the_public_ones_cannot(scratch: Path) -> N
     )
 
 
-def test_a_shared_entry_is_invisible_to_a_judge_that_sees_only_data(scratch: Path) -> None:
-    # Each call's answer is encoded as it returns, so the judge never holds the learner's dict:
-    # one dict handed out by every call gives the same data as a new one per call.
-    (answer,) = [p for p in CATALOGUE if answer_id(p) in UNSEEN_THROUGH_DATA]
-    body = answer.read_text()
-    report = judge_in_process("ex2", every_check("ex2"), [body], scratch)
-    assert report.passed, str(report)
-    assert outcomes(report) == outcomes(
-        judge_in_process("ex2", every_check("ex2"), reference_answers("ex2"), scratch)
-    )
+def test_one_entry_handed_out_by_every_call_is_seen_by_identity(scratch: Path) -> None:
+    # Answers travel as data, so the answer's side says whether a call returned a dict an
+    # earlier call of the same check returned: same data, one object.
+    (answer,) = [p for p in CATALOGUE if answer_id(p) == "ex2/shared_template"]
+    for judge in (judge_in_process, judge_in_worker):
+        report = judge("ex2", every_check("ex2"), [answer.read_text()], scratch)
+        failed = {n: o for n, o in outcomes(report).items() if o is not Outcome.PASSED}
+        assert list(failed) == ["a new entry per call"], str(report)
+        message = next(r.message for r in report.results if r.name == "a new entry per call")
+        assert "each call builds its own" in message
 
 
 # --- stubs and forgeries -------------------------------------------------------------------------

@@ -333,6 +333,9 @@ class Materialized:
     connections: dict[str, sqlite3.Connection] = field(default_factory=dict)
     drawn: dict[str, list[Any]] = field(default_factory=dict)
     statements: dict[str, list[str]] = field(default_factory=dict)
+    # The containers earlier calls of this check run returned, kept alive so that an answer
+    # handed out again is recognised by identity (encoding copies it into data).
+    returned: list[Any] = field(default_factory=list)
 
     def make(self, value: Any) -> Any:
         if isinstance(value, SqliteConnection):
@@ -480,6 +483,7 @@ class Answer:
                     if isinstance(v, list)
                 },
                 "args": [decode(a) for a in effects.get("args", [])],
+                "returned_before": effects.get("returned_before") is True,
             },
         )
 
@@ -503,12 +507,30 @@ def perform_live(fn: Callable[..., Any], live: Sequence[Any], made: Materialized
             "error": describe(exc).to_json(),
             "effects": _effects(made, live),
         }
-    return {
-        "kind": "returned",
-        "value": encode(value),
-        "error": None,
-        "effects": _effects(made, live),
-    }
+    effects = _effects(made, live)
+    effects["returned_before"] = _returned_before(made, value)
+    return {"kind": "returned", "value": encode(value), "error": None, "effects": effects}
+
+
+def _returned_before(made: Materialized, value: Any) -> bool:
+    """Whether `value`, or a dict or list inside it, is an object an earlier call of this check
+    run returned (one template handed out on every call); records the new containers."""
+    seen = {id(x) for x in made.returned}
+    found = False
+    pending, depth = [value], 0
+    while pending and depth < MAX_DEPTH:
+        level, pending = pending, []
+        for item in level:
+            if len(made.returned) >= MAX_ITEMS:
+                return found
+            if type(item) in (dict, list):
+                found = found or id(item) in seen
+                made.returned.append(item)
+                pending.extend(item.values() if type(item) is dict else item)
+            elif type(item) is tuple:
+                pending.extend(item)
+        depth += 1
+    return found
 
 
 def _effects(made: Materialized, live: Sequence[Any]) -> dict[str, Any]:

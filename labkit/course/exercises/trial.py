@@ -282,6 +282,11 @@ class Trial:
         """The SQL the last call ran on the connection marker `key` (when it has `record`)."""
         return list(self.effects.get("statements", {}).get(key, []))
 
+    def returned_before(self) -> bool:
+        """Whether the last call's answer (or a dict or list inside it) is an object an earlier
+        call of this check returned: one template handed out again."""
+        return bool(self.effects.get("returned_before", False))
+
     def args_after(self) -> list[Any]:
         """The arguments of the last call as the learner's code left them (data)."""
         return list(self.effects.get("args", []))

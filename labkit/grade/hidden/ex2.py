@@ -228,16 +228,26 @@ def new_entry_per_call(t: Trial) -> Fail | None:
     )
     if first is not None:
         return first
-    return _offered(
+    expected = (
+        "a second call with another message and URL should return an entry of its own, with "
+        "the second message and URL"
+    )
+    second = _offered(
         t,
         capabilities,
-        "a second call with another message and URL should return an entry of its own, with "
-        "the second message and URL",
+        expected,
         "build a new entry on every call from that call's arguments, never one kept from "
         "an earlier call",
         message="Connect the calendar service to continue.",
         url=second_url,
     )
+    if second is None and t.returned_before():
+        return Fail(
+            expected,
+            "it returned the same dict object as the first call, filled in again",
+            "each call builds its own entry: whoever still holds the first one sees it change",
+        )
+    return second
 
 
 CHECKS: tuple[Check, ...] = (
