@@ -59,7 +59,7 @@ NO_PUBLIC = {"ex1": Exercise("ex1", "replay", ("claim_and_delete",))}
 
 @pytest.fixture
 def course() -> grader.Course:
-    registry = {"ex1": OneHidden("ex1", ("claim_and_delete",), "unused")}
+    registry = {"ex1": OneHidden("ex1", "unused")}
     return grader.Course.load(FIXTURES, registry=registry, exercises=NO_PUBLIC)
 
 
