@@ -292,16 +292,6 @@ def _first_failure(
     return Fail(expected, got, next_step)
 
 
-def _racer_words(r: Racer) -> str:
-    return {
-        "returned": f"returned {r.value_repr}",
-        "raised": f"raised {r.exception}",
-        "timeout": "did not finish in time",
-        "crashed": "died without reporting",
-        "no_start": "never started",
-    }.get(r.kind, r.kind)
-
-
 LOCKED_NEXT = (
     "take the write lock before anything else: start with BEGIN IMMEDIATE and do every read "
     "after BEGIN IMMEDIATE, so the second process waits for the first (a deferred BEGIN that "
@@ -372,9 +362,7 @@ def two_processes(t: Trial) -> Fail | Pass | None:
     )
     if any(r.kind == "stub" for r in racers):
         t.stop(Outcome.NOT_ATTEMPTED, stub_message(CONTRACT))
-    said = "; ".join(
-        f"the one for {c[2]} {_racer_words(r)}" for c, r in zip(calls, racers, strict=True)
-    )
+    said = "; ".join(f"the one for {c[2]} {r.said}" for c, r in zip(calls, racers, strict=True))
     if any(r.kind in ("timeout", "crashed", "no_start") for r in racers):
         return Fail(
             expected,

@@ -188,6 +188,18 @@ class Racer:
     def traceback(self) -> str:
         return format_frames(self.frames, self.exception)
 
+    @property
+    def said(self) -> str:
+        """What the racer did, in a few words for a check's message."""
+        return {
+            "returned": f"returned {self.value_repr}",
+            "raised": f"raised {self.exception}",
+            "timeout": "did not finish in time",
+            "crashed": "died without reporting",
+            "no_start": "never started",
+            "unportable": "could not be started",
+        }.get(self.kind, self.kind)
+
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
 

@@ -24,7 +24,6 @@ from pathlib import Path
 
 from labkit.course.exercises.calls import SqliteConnection
 from labkit.course.exercises.fixtures import add_notes, connect, create_ex1_schema, note_ids
-from labkit.course.exercises.race import Racer
 from labkit.course.exercises.trial import (
     Check,
     Fail,
@@ -80,17 +79,6 @@ def _lock_free(path: Path) -> bool:
             return False
 
 
-def _words(r: Racer) -> str:
-    return {
-        "returned": f"returned {r.value_repr}",
-        "raised": f"raised {r.exception}",
-        "timeout": "did not finish in time",
-        "crashed": "died without reporting",
-        "no_start": "never started",
-        "unportable": "could not be started",
-    }.get(r.kind, r.kind)
-
-
 def _racing_error(summary: str) -> str:
     if "locked" in summary:
         return "start the transaction with BEGIN IMMEDIATE, so a rival waits for the write lock"
@@ -123,8 +111,7 @@ def racing_claims(t: Trial) -> Fail | None:
         if stuck:
             return Fail(
                 expected,
-                f"a racer {_words(stuck[0])} (the check waits at most "
-                f"{t.settings.race_timeout:g} s)",
+                f"a racer {stuck[0].said} (the check waits at most {t.settings.race_timeout:g} s)",
                 "make sure every path ends its transaction, so the others' wait can end",
                 outcome=Outcome.ERROR,
             )
@@ -144,7 +131,7 @@ def racing_claims(t: Trial) -> Fail | None:
             return Fail(expected, "a racer left its transaction open", OPEN_NEXT)
         if any(not (r.value_is_true or r.value_is_false) for r in racers):
             odd = next(r for r in racers if not (r.value_is_true or r.value_is_false))
-            return Fail(expected, f"a racer {_words(odd)}", "return True or False, nothing else")
+            return Fail(expected, f"a racer {odd.said}", "return True or False, nothing else")
     return None
 
 
