@@ -45,6 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Final
 
+from labkit.grade import launcher
+
 BWRAP: Final = "/usr/bin/bwrap"
 FIRST_UID: Final = 61000
 SLOTS: Final = 64
@@ -121,11 +123,9 @@ def launcher_argv(
 ) -> list[str]:
     """The launcher's command for `python -m module args...`; `user` stays a placeholder that
     `Job.command` fills with the job's uid."""
-    argv = [python, "-P", "-m", LAUNCHER]
-    argv += [f"--memory={limits.memory}", f"--cpu={limits.cpu}", f"--nproc={limits.nproc}"]
-    argv += [f"--fsize={limits.fsize}", f"--sandbox={sandbox}", f"--user={user}"]
-    argv += [f"--module={module}", "--", *args]
-    return argv
+    sizes = {"memory": limits.memory, "cpu": limits.cpu, "nproc": limits.nproc}
+    options = launcher.flags(**sizes, fsize=limits.fsize, sandbox=sandbox, user=user)
+    return [python, "-P", "-m", LAUNCHER, *options, f"--module={module}", "--", *args]
 
 
 def _size(value: int) -> str:

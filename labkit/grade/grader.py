@@ -194,8 +194,8 @@ class JobWorkers:
             fsize=limits.fsize,
             sandbox=self.sandbox,
             python=self.python,
+            user=UID_PLACEHOLDER,
         )
-        argv.append(f"--user={UID_PLACEHOLDER}")
         with self.jobs.job(scratch) as job:
 
             def spawn(command: Sequence[str], where: Path) -> Any:

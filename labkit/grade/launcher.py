@@ -202,6 +202,16 @@ def _allow(ruleset: landlockpy.Ruleset, path: Path, access: AccessFS) -> None:
     ruleset.allow_path(str(path), access if path.is_dir() else access & _FILE_RIGHTS)
 
 
+def flags(
+    *, memory: int, cpu: int, nproc: int, fsize: int, sandbox: str, user: str | None = None
+) -> list[str]:
+    """The options `parse` reads, for a command that starts a job process (the kernel's
+    launcher, or a check worker, which parses them itself)."""
+    argv = [f"--memory={memory}", f"--cpu={cpu}", f"--nproc={nproc}", f"--fsize={fsize}"]
+    argv.append(f"--sandbox={sandbox}")
+    return argv if user is None else [*argv, f"--user={user}"]
+
+
 def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(prog="labkit.grade.launcher")
     parser.add_argument("--memory", type=int, required=True)

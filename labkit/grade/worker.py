@@ -133,19 +133,23 @@ def plain_spawn(argv: Sequence[str], scratch: Path) -> subprocess.Popen[bytes]:
 
 
 def worker_argv(
-    *, memory: int, cpu: int, nproc: int, fsize: int, sandbox: str, python: str = sys.executable
+    *,
+    memory: int,
+    cpu: int,
+    nproc: int,
+    fsize: int,
+    sandbox: str,
+    python: str = sys.executable,
+    user: str | None = None,
 ) -> list[str]:
-    return [
-        python,
-        "-P",
-        "-m",
-        "labkit.grade.worker",
-        f"--memory={memory}",
-        f"--cpu={cpu}",
-        f"--nproc={nproc}",
-        f"--fsize={fsize}",
-        f"--sandbox={sandbox}",
-    ]
+    """The command of a check worker: the launcher's options (`launcher.flags`), which the
+    worker applies itself before it reads a line."""
+    from labkit.grade import launcher
+
+    options = launcher.flags(
+        memory=memory, cpu=cpu, nproc=nproc, fsize=fsize, sandbox=sandbox, user=user
+    )
+    return [python, "-P", "-m", "labkit.grade.worker", *options]
 
 
 class WorkerGone(Exception):
