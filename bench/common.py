@@ -89,9 +89,7 @@ class RefillingNoteStore(MemoryNoteStore):
     def _refill(self, note: Note) -> None:
         # What `add` does, without re-parsing the URI: the refill is not what is measured.
         with self._lock:
-            self._notes[note.id] = Note(
-                note.id, note.path, note.title, f"gen-{next(self._generation)}"
-            )
+            self._put(Note(note.id, note.path, note.title, f"gen-{next(self._generation)}"))
 
 
 def bench_notes(*, refill: bool = True, per_thread: bool = False) -> MemoryNoteStore:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import threading
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from labkit.clock import FakeClock
 from labkit.scope import parse_file_uri
@@ -18,6 +20,7 @@ from labkit.stores import (
     Note,
     NoteStore,
     ReplayStore,
+    Ticket,
     claim_then_delete,
     commit_deletion,
 )
@@ -254,3 +257,61 @@ def test_a_full_store_refuses_before_the_deletion_runs(clock: FakeClock) -> None
     )
     assert outcome == (Deletion.FULL, None)
     assert checked == [] and notes.ids() == ["n1"]
+
+
+# -- the memory note store's title index against a plain scan ------------------------------------
+
+_IDS = st.sampled_from([f"n{i}" for i in range(6)])
+_TITLES = st.sampled_from(["TPS report", "tps", "Straße", "STRASSE notes", "b", "a tps", ""])
+_DIRS = st.sampled_from(["notes", "notes/deep", "notes2", "other"])
+_OPERATIONS = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), _IDS, _TITLES, _DIRS),
+        st.tuples(st.just("move"), _IDS, _TITLES, _DIRS),
+        st.tuples(st.just("delete"), _IDS, _TITLES, _DIRS),
+        st.tuples(st.just("delete_for"), _IDS, _TITLES, _DIRS),
+    ),
+    max_size=30,
+)
+
+
+def _scan(notes: list[Note], workspace: tuple[str, ...], title: str, limit: int) -> list[Note]:
+    """What `find` promises, written the slow way."""
+    needle = title.casefold()
+    found = [
+        n
+        for n in notes
+        if len(n.path) > len(workspace)
+        and n.path[: len(workspace)] == workspace
+        and needle in n.title.casefold()
+    ]
+    return sorted(found, key=lambda n: (n.title.casefold(), n.id))[:limit]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    operations=_OPERATIONS,
+    workspace=_DIRS,
+    needle=st.sampled_from(["", "tps", "TPS", "strasse", "a", "zzz"]),
+    limit=st.integers(min_value=1, max_value=8),
+)
+def test_find_after_any_changes_is_the_plain_scan(
+    operations: list[tuple[str, str, str, str]], workspace: str, needle: str, limit: int
+) -> None:
+    notes = MemoryNoteStore()
+    for step, (kind, note_id, title, folder) in enumerate(operations):
+        uri = f"file:///work/{folder}/{note_id}-{step}.md"
+        current = notes.get(note_id)
+        if kind == "add":
+            notes.add(note_id, uri, title)
+        elif current is None:
+            continue
+        elif kind == "move":
+            notes.move(note_id, uri)
+        elif kind == "delete":
+            assert notes.delete(current)
+        else:
+            assert notes.delete_for(current, Ticket("alice", f"nonce-{step}", 0.0, note_id, "a"))
+        live = [n for n in (notes.get(i) for i in notes.ids()) if n is not None]
+        where = parse_file_uri(f"file:///work/{workspace}")
+        assert list(notes.find(where, needle, limit)) == _scan(live, where, needle, limit)

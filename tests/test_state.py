@@ -37,6 +37,7 @@ from hypothesis import strategies as st
 from labkit import state as state_module
 from labkit.clock import FakeClock
 from labkit.deployment import create_server, demo_deployment
+from labkit.notes_delete import _arguments_digest
 from labkit.state import (
     CLOCK_SKEW_SECONDS,
     DEFAULT_TTL_SECONDS,
@@ -320,6 +321,24 @@ def test_the_argument_digest_is_rfc8785() -> None:
         {"workspaceUri": "y", "title": "x"}
     )
     assert digest({"title": "x"}) != digest({"title": "x "})
+
+
+@settings(max_examples=500)
+@given(uri=st.text(), title=st.text())
+def test_the_tools_own_argument_digest_is_the_canonical_one(uri: str, title: str) -> None:
+    # notes_delete writes the two keys in RFC 8785 order itself instead of walking the value.
+    assert _arguments_digest(uri, title) == digest({"workspaceUri": uri, "title": title})
+    assert (
+        _arguments_digest(uri, title)
+        == hashlib.sha256(rfc8785.dumps({"workspaceUri": uri, "title": title})).hexdigest()
+    )
+
+
+def test_the_tools_own_argument_digest_refuses_a_lone_surrogate_as_the_canonical_one_does() -> None:
+    with pytest.raises(rfc8785.CanonicalizationError):
+        digest({"workspaceUri": "file:///w", "title": "\ud800"})
+    with pytest.raises(rfc8785.CanonicalizationError):
+        _arguments_digest("file:///w", "\ud800")
 
 
 CHANGES = st.one_of(

@@ -6,6 +6,7 @@ everything, notes included, so there is nothing to recover."""
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import threading
@@ -38,6 +39,8 @@ __all__ = [
 class MemoryNoteStore:
     def __init__(self) -> None:
         self._notes: dict[str, Note] = {}
+        # Every note as (case-folded title, id, note), kept in `find`'s order.
+        self._by_title: list[tuple[str, str, Note]] = []
         self._generation = itertools.count(1)
         self._lock = threading.Lock()
         # (principal, nonce) -> {attempt: deleted?}
@@ -47,7 +50,7 @@ class MemoryNoteStore:
         """Create or replace a note (a replaced note gets a new identity)."""
         note = Note(note_id, parse_file_uri(uri), title, f"gen-{next(self._generation)}")
         with self._lock:
-            self._notes[note_id] = note
+            self._put(note)
         return note
 
     def move(self, note_id: str, uri: str) -> Note:
@@ -55,22 +58,35 @@ class MemoryNoteStore:
         with self._lock:
             old = self._notes[note_id]
             moved = Note(note_id, parse_file_uri(uri), old.title, old.identity)
-            self._notes[note_id] = moved
+            self._put(moved)
         return moved
+
+    # Every change of `_notes` goes through `_put` and `_remove`, with the lock held.
+
+    def _put(self, note: Note) -> None:
+        if note.id in self._notes:
+            self._remove(note.id)
+        self._notes[note.id] = note
+        bisect.insort(self._by_title, (note.title.casefold(), note.id, note))
+
+    def _remove(self, note_id: str) -> None:
+        note = self._notes.pop(note_id)
+        del self._by_title[bisect.bisect_left(self._by_title, (note.title.casefold(), note_id))]
 
     def find(self, workspace: Path, title: str, limit: int) -> Sequence[Note]:
         needle = title.casefold()
         depth = len(workspace)
+        matches: list[Note] = []
         with self._lock:
-            notes = list(self._notes.values())
-        # strictly_contains, inlined: this scan runs over every note on every first round.
-        matches = [
-            n
-            for n in notes
-            if len(n.path) > depth and n.path[:depth] == workspace and needle in n.title.casefold()
-        ]
-        matches.sort(key=lambda n: (n.title.casefold(), n.id))
-        return matches[:limit]
+            # In (folded title, id) order, so the scan stops at `limit` matches;
+            # strictly_contains inlined.
+            for folded, _, note in self._by_title:
+                path = note.path
+                if needle in folded and len(path) > depth and path[:depth] == workspace:
+                    matches.append(note)
+                    if len(matches) == limit:
+                        break
+        return matches
 
     def get(self, note_id: str) -> Note | None:
         with self._lock:
@@ -80,7 +96,7 @@ class MemoryNoteStore:
         with self._lock:
             if self._notes.get(note.id) != note:
                 return False
-            del self._notes[note.id]
+            self._remove(note.id)
             return True
 
     def ids(self) -> list[str]:
@@ -95,7 +111,7 @@ class MemoryNoteStore:
                 return None
             if self._notes.get(note.id) != note:
                 return False
-            del self._notes[note.id]
+            self._remove(note.id)
             self._receipt(key)[ticket.attempt] = True
             return True
 
