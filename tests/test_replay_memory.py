@@ -285,7 +285,7 @@ def _scan(notes: list[Note], workspace: tuple[str, ...], title: str, limit: int)
         and n.path[: len(workspace)] == workspace
         and needle in n.title.casefold()
     ]
-    return sorted(found, key=lambda n: (n.title.casefold(), n.id))[:limit]
+    return sorted(found, key=lambda n: (n.title.casefold(), n.id))[: max(limit, 0)]
 
 
 @settings(max_examples=300, deadline=None)
@@ -293,7 +293,7 @@ def _scan(notes: list[Note], workspace: tuple[str, ...], title: str, limit: int)
     operations=_OPERATIONS,
     workspace=_DIRS,
     needle=st.sampled_from(["", "tps", "TPS", "strasse", "a", "zzz"]),
-    limit=st.integers(min_value=1, max_value=8),
+    limit=st.integers(min_value=-1, max_value=8),
 )
 def test_find_after_any_changes_is_the_plain_scan(
     operations: list[tuple[str, str, str, str]], workspace: str, needle: str, limit: int

@@ -77,6 +77,8 @@ class MemoryNoteStore:
         needle = title.casefold()
         depth = len(workspace)
         matches: list[Note] = []
+        if limit < 1:
+            return matches
         with self._lock:
             # In (folded title, id) order, so the scan stops at `limit` matches;
             # strictly_contains inlined.
