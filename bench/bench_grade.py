@@ -30,9 +30,17 @@ from grade_helpers import COURSE, COURSE_EXERCISES, solved, write  # noqa: E402
 
 
 def _timed(argv: list[str]) -> tuple[float, int]:
+    """Seconds taken by a command that must succeed: a grading run that failed (no
+    bubblewrap, a broken kernel) has no figure worth printing, so it raises with its output."""
     started = time.monotonic()
     done = subprocess.run(argv, check=False, capture_output=True, cwd=ROOT)
-    return time.monotonic() - started, done.returncode
+    seconds = time.monotonic() - started
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).decode(errors="replace").strip().splitlines()[-5:]
+        raise RuntimeError(
+            f"{' '.join(argv[1:4])} ... exited {done.returncode}: " + " | ".join(tail)
+        )
+    return seconds, done.returncode
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:

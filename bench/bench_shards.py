@@ -42,9 +42,17 @@ def _cpu() -> float:
 
 
 def _timed(argv: list[str]) -> tuple[float, float]:
+    """(seconds, machine CPU-seconds) of a command that must succeed; a failed run raises
+    with its last lines rather than leave a missing report to fail later."""
     cpu, wall = _cpu(), time.monotonic()
-    subprocess.run(argv, check=False, capture_output=True, cwd=ROOT, timeout=1800)
-    return time.monotonic() - wall, _cpu() - cpu
+    done = subprocess.run(argv, check=False, capture_output=True, cwd=ROOT, timeout=1800)
+    seconds, cpu_seconds = time.monotonic() - wall, _cpu() - cpu
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).decode(errors="replace").strip().splitlines()[-5:]
+        raise RuntimeError(
+            f"{' '.join(argv[1:4])} ... exited {done.returncode}: " + " | ".join(tail)
+        )
+    return seconds, cpu_seconds
 
 
 def _untimed(path: Path) -> dict[str, Any]:
