@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,6 +22,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "grade"))
 
+from bench_grade import run_checked  # noqa: E402
 from grade_helpers import COURSE, COURSE_EXERCISES, solved, write  # noqa: E402
 
 from labkit.grade.report import BatchReport  # noqa: E402
@@ -42,17 +42,10 @@ def _cpu() -> float:
 
 
 def _timed(argv: list[str]) -> tuple[float, float]:
-    """(seconds, machine CPU-seconds) of a command that must succeed; a failed run raises
-    with its last lines rather than leave a missing report to fail later."""
+    """(seconds, machine CPU-seconds) of a command that must succeed."""
     cpu, wall = _cpu(), time.monotonic()
-    done = subprocess.run(argv, check=False, capture_output=True, cwd=ROOT, timeout=1800)
-    seconds, cpu_seconds = time.monotonic() - wall, _cpu() - cpu
-    if done.returncode != 0:
-        tail = (done.stderr or done.stdout).decode(errors="replace").strip().splitlines()[-5:]
-        raise RuntimeError(
-            f"{' '.join(argv[1:4])} ... exited {done.returncode}: " + " | ".join(tail)
-        )
-    return seconds, cpu_seconds
+    run_checked(argv, timeout=1800)
+    return time.monotonic() - wall, _cpu() - cpu
 
 
 def _untimed(path: Path) -> dict[str, Any]:
