@@ -9,7 +9,6 @@ injected. Every state failure answers one fixed -32602 message; the reason goes 
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 import secrets
 from collections.abc import Callable
@@ -479,14 +478,8 @@ def parse_workspace(uri: str) -> Path:
 
 
 def _arguments_digest(workspace_uri: str, title: str) -> str:
-    """`digest(arguments)` for the two strings `_arguments` admits. The keys are written in
-    RFC 8785 order and orjson escapes strings as RFC 8785 does (`labkit.state.canonical_json`),
-    so the bytes are the canonical ones without walking the value first."""
-    try:
-        canonical = orjson.dumps({"title": title, "workspaceUri": workspace_uri})
-    except TypeError:  # a lone surrogate: the canonical encoder raises its own error
-        return digest({"workspaceUri": workspace_uri, "title": title})
-    return hashlib.sha256(canonical).hexdigest()
+    # Both rounds of one confirmation digest the same arguments: compute it once.
+    return digest({"workspaceUri": workspace_uri, "title": title})
 
 
 @functools.lru_cache(maxsize=1024)

@@ -153,15 +153,25 @@ def canonical_json(value: Any) -> bytes:
     point), and for ASCII keys byte order is UTF-16 order, so the bytes are identical and
     several times cheaper (a digest is taken on every round of a call). Everything else
     (floats, non-ASCII keys, lone surrogates, nesting past orjson's depth) goes through
-    `rfc8785` itself, which also raises its own errors.
+    `rfc8785` itself, which also raises its own errors. The usual value, tool arguments that
+    are all strings under ASCII names, is recognised without the general walk.
     """
-    if _plain(value):
+    if _flat_strings(value) or _plain(value):
         try:
             return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
         except TypeError:  # orjson.JSONEncodeError: lone surrogates, nesting too deep
             pass
     result: bytes = rfc8785.dumps(value)
     return result
+
+
+def _flat_strings(value: Any) -> bool:
+    if type(value) is not dict:
+        return False
+    for key, item in value.items():
+        if type(key) is not str or type(item) is not str or not key.isascii():
+            return False
+    return True
 
 
 def _plain(value: Any) -> bool:
