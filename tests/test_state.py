@@ -334,6 +334,13 @@ def test_the_tools_own_argument_digest_is_the_canonical_one(uri: str, title: str
     )
 
 
+@settings(max_examples=500)
+@given(value=st.dictionaries(st.text(max_size=8), st.text(), max_size=5))
+def test_the_digest_of_any_object_of_strings_is_rfc8785(value: dict[str, str]) -> None:
+    # Objects of strings take canonical_json's shortcut when every name is ASCII.
+    assert digest(value) == hashlib.sha256(rfc8785.dumps(value)).hexdigest()
+
+
 def test_the_tools_own_argument_digest_refuses_a_lone_surrogate_as_the_canonical_one_does() -> None:
     with pytest.raises(rfc8785.CanonicalizationError):
         digest({"workspaceUri": "file:///w", "title": "\ud800"})
