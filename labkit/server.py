@@ -261,6 +261,9 @@ class Server:
     def handle_encoded(self, message: Any, context: RequestContext) -> Encoded | None:
         """`handle`, with the response as the bytes `labkit.wire.encode` gives for it (None for
         a notification). A cached listing's result goes out as encoded once, unparsed."""
+        listing = self.encoded_listing(message)
+        if listing is not None:
+            return _new_encoded((listing, None))
         answer = self._answer(message, context)
         if answer is None:
             return None
@@ -274,6 +277,38 @@ class Server:
         assert isinstance(answer, dict)
         error = answer.get("error")
         return _new_encoded((encode(answer), error["code"] if error else None))
+
+    def encoded_listing(self, message: Any) -> bytes | None:
+        """The response bytes to a well-formed request for a listing encoded once for the
+        deployment (`tools/list`, `server/discover`), checked in one pass; or None for anything
+        else, refusals included: `handle_encoded` answers those (with the same bytes for a
+        listing this lets through). Transports call this first on their hot paths."""
+        if type(message) is not dict:
+            return None
+        method = message.get("method")
+        if type(method) is not str:
+            return None
+        encoded = self._encoded.get(method)
+        params = message.get("params")
+        if encoded is None or type(params) is not dict or message.get("jsonrpc") != "2.0":
+            return None
+        meta = params.get("_meta")
+        if type(meta) is not dict or type(meta.get(META_CAPABILITIES)) is not dict:
+            return None
+        version = meta.get(META_VERSION)
+        if type(version) is not str or version not in self.supported_versions:
+            return None
+        request_id = message.get("id")
+        if type(request_id) is int:  # any size: the digits are what `encode` writes too
+            encoded_id = b"%d" % request_id
+        elif type(request_id) is str:
+            try:
+                encoded_id = orjson.dumps(request_id)
+            except TypeError:  # lone surrogates: `handle_encoded` escapes them
+                return None
+        else:
+            return None
+        return b"".join((_ID_HEAD, encoded_id, _RESULT, encoded, b"}"))
 
     # -- the one error boundary ------------------------------------------------------------
 

@@ -26,8 +26,11 @@ from helpers import (
     send,
     state_of,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from labkit import wire
+from labkit.clock import FakeClock
 from labkit.errors import HTTP_STATUS, ProtocolError, http_status
 from labkit.server import Request, RequestContext, Server
 
@@ -774,15 +777,103 @@ def test_a_descriptor_orjson_cannot_encode_is_answered_afresh() -> None:
     assert tool.asked == 3
 
 
-# -- the usual request's envelope checked in one go, anything else by the general rules ------------
-
-
 class _Dict(dict):  # type: ignore[type-arg]
     """A mapping of a type the quick envelope check leaves to the general one."""
 
 
 class _Str(str):
     pass
+
+
+# -- a listing answered in one pass (`encoded_listing`), anything else by the general path ---------
+
+_ANY_VALUE = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.sampled_from([0, 7, -(2**63), 2**63, 2**64 - 1, 2**64, -(2**63) - 1, 2**70, 1.5]),
+    st.sampled_from(["2.0", "1.0", "", "tools/list", "server/discover", "tools/call", "\ud800"]),
+    st.sampled_from([PROTOCOL, "2025-11-25", "1999-01-01"]),
+    st.builds(_Str, st.sampled_from(["2.0", "tools/list", PROTOCOL])),
+    st.just({}),
+    st.just([]),
+    st.just({"form": {}}),
+    st.builds(_Dict),
+)
+# Where a change goes: a top-level member, a member of params, or of params._meta.
+_PLACES = st.sampled_from([(), ("params",), ("params", "_meta")]).flatmap(
+    lambda place: st.tuples(
+        st.just(place),
+        st.sampled_from(
+            {
+                (): ["jsonrpc", "id", "method", "params", "extra"],
+                ("params",): ["_meta", "cursor"],
+                ("params", "_meta"): [VERSION_KEY, CAPS_KEY, "other"],
+            }[place]
+        ),
+    )
+)
+
+
+def _changed(message: dict[str, Any], changes: list[tuple[Any, Any]]) -> Any:
+    message = copy.deepcopy(message)
+    for (place, key), value in changes:
+        target: Any = message
+        for step in place:
+            target = target.get(step) if type(target) is dict else None
+        if type(target) is not dict:
+            continue
+        if value is MISSING:
+            target.pop(key, None)
+        else:
+            target[key] = copy.deepcopy(value)
+    return message
+
+
+_LISTING_SERVER = build_lab(FakeClock()).server
+for _method in ("tools/list", "server/discover"):  # encoded once, as after a first listing
+    _LISTING_SERVER.handle(request(1, _method), RequestContext(principal="alice"))
+
+
+@settings(max_examples=500)
+@given(
+    method=st.sampled_from(["tools/list", "server/discover", "tools/call", "prompts/list"]),
+    changes=st.lists(st.tuples(_PLACES, st.one_of(st.just(MISSING), _ANY_VALUE)), max_size=3),
+)
+def test_a_listing_in_one_pass_is_the_general_answer_or_nothing(
+    method: str, changes: list[tuple[Any, Any]]
+) -> None:
+    """Whatever a request looks like, `encoded_listing` gives the general path's bytes or
+    leaves it to that path; `handle_encoded` agrees with `handle` byte for byte."""
+    server, context = _LISTING_SERVER, RequestContext(principal="alice")
+    message = _changed(request(5, method), changes)
+    expected = server.handle(message, context)
+    listing = server.encoded_listing(message)
+    encoded = server.handle_encoded(message, context)
+    if expected is None:
+        assert listing is None and encoded is None
+        return
+    assert encoded is not None and encoded.body == wire.encode(expected)
+    assert listing in (None, encoded.body)
+    if listing is not None:
+        assert method in ("tools/list", "server/discover") and "result" in expected
+
+
+@pytest.mark.parametrize("method", ["tools/list", "server/discover"])
+@pytest.mark.parametrize("request_id", [0, 7, -(2**63), 2**64 - 1, "seven", ""])
+def test_the_usual_listing_takes_the_one_pass(method: str, request_id: Any) -> None:
+    listing = _LISTING_SERVER.encoded_listing(request(request_id, method))
+    assert listing is not None
+    assert wire.decode(listing)["id"] == request_id
+
+
+def test_no_listing_in_one_pass_before_the_first_is_built(lab: Lab) -> None:
+    assert lab.server.encoded_listing(request(1, "tools/list")) is None
+    list_tools(lab.server)
+    assert lab.server.encoded_listing(request(1, "tools/list")) is not None
+    assert lab.server.encoded_listing(request(1, "server/discover")) is None
+
+
+# -- the usual request's envelope checked in one go, anything else by the general rules ------------
 
 
 def _retyped(message: dict[str, Any], how: str) -> Any:

@@ -218,7 +218,7 @@ class StdioTransport:
         buffer = b""
         start = 0
         limit = self.max_line_bytes
-        handle, context = self.server.handle_encoded, self.context
+        encoded_listing = self.server.encoded_listing
         try:
             while not self._stop:
                 if self._polling:
@@ -247,16 +247,11 @@ class StdioTransport:
                             message = decode(line)
                         except ProtocolError:
                             message = None  # answered below, as any line
-                        if (
-                            type(message) is dict
-                            and "id" in message
-                            and message.get("method") in _BATCHED
-                        ):
-                            # The usual listing: no session, nothing to flush first, nothing
-                            # that could make it legacy (only an `initialize` starts one).
-                            encoded = handle(message, context)
-                            if encoded is not None:
-                                pending += (encoded.body, b"\n")  # joined in one copy
+                        # The usual listing: no session, nothing to flush first, nothing
+                        # that could make it legacy (only an `initialize` starts one).
+                        listing = encoded_listing(message)
+                        if listing is not None:
+                            pending += (listing, b"\n")  # joined in one copy
                             continue
                         if not self._batch_line(line, stdout, pending, message):
                             log.info("stdout closed; stopping")
