@@ -2,8 +2,9 @@
 
 `create_app` hands a request for its path straight to the endpoint; anything else (another
 path, a trailing slash, a mounted root path, the lifespan) goes through the Starlette router,
-which answers as it always did. `read_body` keeps one timer per request: at the deadline it
-refuses with 408, and a cancellation from elsewhere (a shutdown) is never turned into a 408.
+which answers as it always did. `read_body` shares one timer among the reads of a loop: at a
+read's deadline it refuses that read with 408 and no other, a read that has ended is never
+cancelled by it, and a cancellation from elsewhere (a shutdown) is never turned into a 408.
 No test here asserts on a speed: the deadlines are already past or never reached.
 """
 
@@ -116,6 +117,46 @@ def test_a_repeated_routing_header_is_still_seen(app: Any) -> None:
     assert orjson.loads(body)["error"]["code"] == -32020
 
 
+def _routing(scope: dict[str, Any], change: str, method: str) -> dict[str, Any]:
+    headers = [(n, v) for n, v in scope["headers"] if n != b"mcp-method"]
+    headers.append((b"mcp-method", method.encode()))
+    if change == "repeated":
+        headers.append((b"mcp-method", method.encode()))
+    elif change == "other-method":
+        headers[-1] = (b"mcp-method", b"tools/call")
+    elif change == "no-version":
+        headers = [(n, v) for n, v in headers if n != b"mcp-protocol-version"]
+    elif change == "other-version":
+        headers = [(n, v) for n, v in headers if n != b"mcp-protocol-version"]
+        headers.append((b"mcp-protocol-version", b"2025-11-25"))
+    return {**scope, "headers": headers}
+
+
+@pytest.mark.parametrize("method", ["tools/list", "server/discover"])
+@pytest.mark.parametrize(
+    "change", ["none", "repeated", "other-method", "no-version", "other-version"]
+)
+@pytest.mark.parametrize("blocking", [frozenset(), frozenset({"tools/list", "server/discover"})])
+def test_a_listing_encoded_once_is_answered_as_the_first_was(
+    method: str, change: str, blocking: frozenset[str]
+) -> None:
+    """Once a listing is encoded, the endpoint answers it without dispatching: the same status
+    and bytes as the first answer, routing-header refusals included, whether or not the
+    method is configured to block."""
+    app = create_app(build_lab().server, demo_authenticator(), blocking_methods=blocking)
+    scope = _routing(_scope("/mcp"), change, method)
+    body = orjson.dumps(request(9, method))
+    first = _drive(app, scope, body)
+    _drive(app, _routing(_scope("/mcp"), "none", method), body)  # encodes it, if not yet
+    assert app.server.encoded_listing(request(9, method)) is not None
+    assert _drive(app, scope, body) == first
+    status, _, answer = first
+    if change == "none":
+        assert status == 200 and orjson.loads(answer)["id"] == 9
+    else:
+        assert status == 400 and orjson.loads(answer)["error"]["code"] == -32020
+
+
 # -- read_body's deadline ----------------------------------------------------------------------
 
 
@@ -170,6 +211,94 @@ def test_a_body_within_its_deadline_is_read_whole_and_the_timer_is_gone() -> Non
         return body
 
     assert asyncio.run(run()) == b"abc"
+
+
+def _fed_after(seconds: float, body: bytes) -> Any:
+    async def receive() -> dict[str, Any]:
+        await asyncio.sleep(seconds)
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return receive
+
+
+async def _within(waiting: Any) -> Any:
+    """`waiting`, or a failure (not a hang) if a deadline is never enforced."""
+    return await asyncio.wait_for(waiting, 30)
+
+
+async def _status(reading: Any) -> Any:
+    try:
+        return await reading
+    except BodyRefused as refused:
+        return refused.status
+
+
+@pytest.mark.parametrize("later_first", [False, True])
+def test_only_the_read_past_its_deadline_is_refused(later_first: bool) -> None:
+    """Reads in flight together, registered in either order: the one whose deadline comes is
+    408, the one with time left receives its whole body."""
+
+    async def run() -> list[Any]:
+        loop = asyncio.get_running_loop()
+        late = read_body(_fed_after(0.2, b"late"), None, max_bytes=10, deadline=loop.time() + 3600)
+        stuck = read_body(_never, None, max_bytes=10, deadline=loop.time() + 0.05)
+        order = [late, stuck] if later_first else [stuck, late]
+        results = await _within(asyncio.gather(*(_status(reading) for reading in order)))
+        return results if later_first else results[::-1]
+
+    assert asyncio.run(run()) == [b"late", 408]
+
+
+def test_each_stuck_read_is_refused_at_its_own_deadline() -> None:
+    async def run() -> list[Any]:
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        return await _within(
+            asyncio.gather(
+                *(
+                    _status(read_body(_never, None, max_bytes=10, deadline=now + delay))
+                    for delay in (0.05, 0.15, 0.1)
+                )
+            )
+        )
+
+    assert asyncio.run(run()) == [408, 408, 408]
+
+
+def test_a_read_that_has_ended_is_never_cancelled_by_its_deadline() -> None:
+    async def run() -> str:
+        loop = asyncio.get_running_loop()
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b"x", "more_body": False}
+
+        for _ in range(3):
+            await read_body(receive, None, max_bytes=10, deadline=loop.time() + 0.01)
+        await asyncio.sleep(0.1)  # every deadline passes: the task goes on
+        task = asyncio.current_task()
+        assert task is not None
+        return f"cancelling={task.cancelling()}"
+
+    assert asyncio.run(run()) == "cancelling=0"
+
+
+def test_deadlines_hold_under_uvloop_and_across_loops() -> None:
+    """uvloop (the server's loop) and a new loop after it: each read keeps its deadline."""
+    import uvloop
+
+    async def run() -> list[Any]:
+        loop = asyncio.get_running_loop()
+        return await _within(
+            asyncio.gather(
+                _status(read_body(_never, None, max_bytes=10, deadline=loop.time() + 0.05)),
+                _status(
+                    read_body(_fed_after(0.1, b"ok"), None, max_bytes=10, deadline=loop.time() + 60)
+                ),
+            )
+        )
+
+    assert uvloop.run(run()) == [408, b"ok"]
+    assert asyncio.run(run()) == [408, b"ok"]
 
 
 def test_a_body_over_the_cap_is_413_whether_declared_or_received() -> None:

@@ -30,7 +30,7 @@ from typing import Any, ClassVar, Final
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from labkit.transports.limits import ConnectionLimits
+from labkit.transports.limits import TIMER_SLACK_SECONDS, ConnectionLimits
 
 __all__ = ["ConnectionLimits", "GuardedProtocol", "descriptor_budget", "server_config"]
 
@@ -42,9 +42,6 @@ RESERVED_DESCRIPTORS: Final = 128
 # At most one "connection cap reached" line per this many seconds: the line must show, but an
 # attack must not turn into a flood of log lines.
 CAP_LOG_INTERVAL_SECONDS: Final = 60.0
-# A timer may fire this much before its time (the loop's clock resolution): within it, a head
-# deadline counts as reached rather than arming the timer again for a few microseconds.
-_TIMER_SLACK_SECONDS: Final = 0.002
 
 _HEAD_TOO_LARGE: Final = (
     b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
@@ -231,7 +228,7 @@ class GuardedProtocol(HttpToolsProtocol):
         deadline = self._head_deadline
         if deadline is None:
             return
-        if self.loop.time() < deadline - _TIMER_SLACK_SECONDS:
+        if self.loop.time() < deadline - TIMER_SLACK_SECONDS:
             self._head_timer = self.loop.call_at(deadline, self._head_check)
             return
         self._head_expired()

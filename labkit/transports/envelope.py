@@ -71,6 +71,14 @@ def header_mismatch(message: Any, headers: Iterable[tuple[str, str]]) -> Protoco
     """
     if not _checkable(message):
         return None
+    return routing_mismatch(message["method"], message.get("params", {}), headers)
+
+
+def routing_mismatch(
+    method: str, params: dict[str, Any], headers: Iterable[tuple[str, str]]
+) -> ProtocolError | None:
+    """`header_mismatch` for a request already known to be checkable (a well-formed envelope,
+    a string `_meta` version and capabilities), such as one `Server.encoded_listing` answers."""
     seen: dict[str, str] = {}
     for name, value in headers:
         if name in ROUTING_HEADERS:
@@ -78,8 +86,6 @@ def header_mismatch(message: Any, headers: Iterable[tuple[str, str]]) -> Protoco
                 # First-copy and last-copy readers would disagree about what was asked.
                 return _mismatch(f"{name} header appears more than once")
             seen[name] = value
-    method: str = message["method"]
-    params: dict[str, Any] = message.get("params", {})
     if seen.get(PROTOCOL_VERSION_HEADER) != params["_meta"][META_VERSION]:
         return _mismatch(
             "MCP-Protocol-Version header is missing or does not match "

@@ -44,7 +44,7 @@ from labkit.auth import Authenticator
 from labkit.errors import SERVER_BUSY, ProtocolError, http_status
 from labkit.server import RequestContext, Server
 from labkit.transports.consent_page import ConsentPage
-from labkit.transports.envelope import ROUTING_HEADERS, header_mismatch
+from labkit.transports.envelope import ROUTING_HEADERS, header_mismatch, routing_mismatch
 from labkit.transports.legacy_http import SESSION_HEADER, LegacyHttp, Streamed
 from labkit.transports.limits import (
     DEFAULT_MAX_BODY_BYTES,
@@ -207,6 +207,15 @@ class McpEndpoint:
             routed = self.legacy.route(fields, message, principal)
             if routed is not None:
                 return routed
+        listing = self.server.encoded_listing(message)
+        if listing is not None:
+            # A listing encoded once, its envelope and `_meta` checked: only the routing
+            # headers are left to check, and nothing is dispatched (it blocks and notifies
+            # nothing, whatever `blocking_methods` holds).
+            mismatch = routing_mismatch(message["method"], message["params"], routing)
+            if mismatch is None:
+                return 200, listing
+            return http_status(mismatch.code), encode(error_response(message["id"], mismatch))
         raw_id = message.get("id") if isinstance(message, dict) else None
         mismatch = header_mismatch(message, routing)
         if mismatch is not None:
