@@ -207,20 +207,20 @@ class McpEndpoint:
             routed = self.legacy.route(fields, message, principal)
             if routed is not None:
                 return routed
+        # A listing encoded once has had its envelope and `_meta` checked: only its routing
+        # headers are left, and nothing is dispatched (it blocks and notifies nothing,
+        # whatever `blocking_methods` holds).
         listing = self.server.encoded_listing(message)
         if listing is not None:
-            # A listing encoded once, its envelope and `_meta` checked: only the routing
-            # headers are left to check, and nothing is dispatched (it blocks and notifies
-            # nothing, whatever `blocking_methods` holds).
             mismatch = routing_mismatch(message["method"], message["params"], routing)
-            if mismatch is None:
-                return 200, listing
-            return http_status(mismatch.code), encode(error_response(message["id"], mismatch))
+        else:
+            mismatch = header_mismatch(message, routing)
         raw_id = message.get("id") if isinstance(message, dict) else None
-        mismatch = header_mismatch(message, routing)
         if mismatch is not None:
             request_id = raw_id if is_request_id(raw_id) else None
             return http_status(mismatch.code), encode(error_response(request_id, mismatch))
+        if listing is not None:
+            return 200, listing
         method = message.get("method") if isinstance(message, dict) else None
         if method in self.blocking_methods and raw_id is not None:
             if streams:
