@@ -1,22 +1,41 @@
-# Every target that needs Python creates .venv and installs labkit with its test extras first.
+# Every target that needs Python creates .venv and installs labkit first: the learner's
+# `make lab` only the `lab` extra (JupyterLab, the SDK notebooks 07-08 drive, nbval for
+# `labkit check`); every other target the whole toolchain (`test`, `grade`, `lab`). The full
+# install also satisfies the lab stamp, and run after `make lab` it adds what the tests need.
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+LAB_STAMP := $(VENV)/.lab-installed
+# A variable, so the commas reach pip instead of splitting $(call ...)'s arguments.
+ALL_EXTRAS := test,grade,lab
 
 .PHONY: demo test lint unit notebooks conformance bench lab solutions clean
 
-# JupyterLab's settings overrides in the venv ({sys.prefix}/share/jupyter/lab/settings): no news
-# or update toasts over the course's forms.
-LAB_OVERRIDES := {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}}
+# JupyterLab's settings overrides ({sys.prefix}/share/jupyter/lab/settings), one file the
+# browser test reads too: no news or update toasts over the course's forms, Markdown files
+# open rendered (the documents the notebooks link to).
+LAB_OVERRIDES := labkit/course/jupyterlab-overrides.json
 
-$(STAMP): pyproject.toml
+# $(call install,EXTRAS[,PIP OPTIONS]): the venv (made once), labkit with EXTRAS, the
+# JupyterLab overrides.
+define install
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,grade,lab]'
+	$(BIN)/python -m pip install --quiet $(2) -e '.[$(1)]'
 	@settings="$$($(BIN)/python -c 'import sys; print(sys.prefix)')/share/jupyter/lab/settings" && \
-	  mkdir -p "$$settings" && echo '$(LAB_OVERRIDES)' > "$$settings/overrides.json"
-	@touch $(STAMP)
+	  mkdir -p "$$settings" && cp $(LAB_OVERRIDES) "$$settings/overrides.json"
+endef
+
+$(STAMP): pyproject.toml $(LAB_OVERRIDES)
+	$(call install,$(ALL_EXTRAS))
+	@touch $(STAMP) $(LAB_STAMP)
+
+# --no-compile: no bytecode for every installed module up front (a quarter of the venv);
+# Python compiles what a session imports on first use.
+$(LAB_STAMP): pyproject.toml $(LAB_OVERRIDES)
+	$(call install,lab,--no-compile)
+	@touch $(LAB_STAMP)
 
 # The browser test (tests/browser) drives Debian's Chromium; Playwright never downloads one.
 CHROMIUM := /usr/bin/chromium
@@ -75,8 +94,10 @@ $(WRK):
 bench: $(STAMP) $(WRK) $(BWRAP)
 	$(BIN)/python bench/run.py
 
-lab: $(STAMP)
-	$(BIN)/jupyter lab $(if $(ROOT),--allow-root) notebooks
+# The course in JupyterLab, rooted at notebooks/ (the learner copies and, in docs/, the
+# documents they link to). On a machine without a browser, open the URL it prints.
+lab: $(LAB_STAMP)
+	$(BIN)/jupyter lab $(if $(ROOT),--allow-root) --ServerApp.root_dir=notebooks
 
 # Authoring: Restart & Run All of every solution notebook (outputs saved in place), then
 # regenerate the learner copies in notebooks/ from them.

@@ -62,8 +62,7 @@ random signing key, and over HTTP the public demo tokens `demo-alice` and `demo-
 (loopback only). `--profile conformance` serves the same core with the official conformance
 suite's fixture tools, prompts and resources registered beside the lesson's tool, without
 authentication (loopback only, no --config). A config file sets principals, token hashes,
-workspaces, signing keys, stores and the sandbox; see the "Configuration" section of the
-README."""
+workspaces, signing keys, stores and the sandbox; see docs/configuration.md."""
 
 EPILOG: Final = """\
 examples:

@@ -1,7 +1,7 @@
 """Hostile clients against a real `labkit serve` process on loopback: the consent page's body
 deadline and connection accounting, the stdio server's consent listener under the HTTP
 connection layer, a refused body whose client is still sending, the listening address as an
-allowed Origin, and the README's table of HTTP limits.
+allowed Origin, and the table of HTTP limits in docs/serving.md.
 
 Every client is bounded (sockets, bytes, `WAIT` seconds); descriptors are counted in
 /proc/PID/fd and memory read from /proc/PID/status of the server process. "Served in time"
@@ -58,7 +58,7 @@ ATTACKERS = 300
 DECLARED = 4000
 SENT = b"form_token="  # 11 bytes of the 4,000 declared
 URL_CAPS = {"elicitation": {"url": {}}}
-README = Path(__file__).resolve().parent.parent / "README.md"
+SERVING_DOC = Path(__file__).resolve().parent.parent / "docs" / "serving.md"
 
 
 # -- a `labkit serve` process -------------------------------------------------------------------
@@ -571,30 +571,30 @@ def test_the_listening_address_at_its_port_is_an_allowed_origin(tmp_path: Path) 
     }
 
 
-# -- the README's table of HTTP limits ----------------------------------------------------------
+# -- the table of HTTP limits (docs/serving.md) ----------------------------------------------------------
 
 # `[http]` keys that are not limits: where to listen and whom to trust.
 NOT_LIMITS = frozenset({"host", "port", "allowed_hosts", "allowed_origins", "public_url"})
 
 
 def readme_limits() -> dict[str, str]:
-    """`key -> default` from the table under the README's "HTTP limits" heading."""
-    text = README.read_text()
-    section = text.split("### HTTP limits", 1)[1].split("\n#", 1)[0]
+    """`key -> default` from the table under the "HTTP limits" heading of docs/serving.md."""
+    text = SERVING_DOC.read_text()
+    section = text.split("## HTTP limits", 1)[1].split("\n#", 1)[0]
     rows = re.findall(r"^\| `http\.(\w+)` \| `([^`]+)` \|", section, re.MULTILINE)
     return dict(rows)
 
 
-def test_the_readme_lists_every_http_limit_with_its_key_and_default() -> None:
+def test_the_serving_page_lists_every_http_limit_with_its_key_and_default() -> None:
     fields = HttpSettings.model_fields
     limits = {name: field.default for name, field in fields.items() if name not in NOT_LIMITS}
     documented = readme_limits()
-    assert set(documented) == set(limits), "README's HTTP limits table and [http] differ"
+    assert set(documented) == set(limits), "the HTTP limits table and [http] differ"
     for key, default in limits.items():
         assert float(documented[key].replace("_", "")) == default, key
 
 
-def test_the_readme_table_check_sees_a_wrong_default() -> None:
+def test_the_limits_table_check_sees_a_wrong_default() -> None:
     # Control: the parser reads the table, so a changed default would be caught.
     documented = readme_limits()
     assert documented, "no table found"

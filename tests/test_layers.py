@@ -1,6 +1,6 @@
 """The dependency direction, enforced: what module docstrings say a module must not import, the
-floors of the package, no import circle, notebooks on the public surface only, and the README's
-layout table against the tree.
+floors of the package, no import circle, notebooks on the public surface only, and the layout
+table of docs/layout.md against the tree.
 
 Read with `ast` (nothing is imported to check it), following labkit's own imports transitively,
 so a core module cannot reach a transport through a module in between. Two sources of rules:
@@ -518,13 +518,13 @@ def test_control_an_exported_name_that_is_not_there_is_caught() -> None:
     assert missing_exports(fake) == ["gone"]
 
 
-# -- the README's layout table against the tree ---------------------------------------------------
+# -- the layout table (docs/layout.md) against the tree ---------------------------------------------------
 
 
-def layout_paths(readme: str) -> list[str]:
-    """Every path the "## Layout" table names. In a cell, a token with a `/` is a path from the
+def layout_paths(page: str) -> list[str]:
+    """Every path the layout table names. In a cell, a token with a `/` is a path from the
     repository root; a bare name is a file next to the token before it."""
-    section = readme.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    section = page.split("\n| path | what it holds |\n", 1)[1].split("\n\n", 1)[0]
     paths: list[str] = []
     for row in re.findall(r"^\| (.+?) \| .* \|$", section, re.MULTILINE):
         folder = ""
@@ -553,8 +553,8 @@ def modules_in_tree(root: Path) -> set[str]:
     return found
 
 
-def layout_problems(readme: str, repo: Path) -> list[str]:
-    listed = layout_paths(readme)
+def layout_problems(page: str, repo: Path) -> list[str]:
+    listed = layout_paths(page)
     problems = [f"listed but missing: {p}" for p in listed if not (repo / p).exists()]
     listed_modules = {p for p in listed if p.endswith(".py")}
     problems += [
@@ -564,8 +564,8 @@ def layout_problems(readme: str, repo: Path) -> list[str]:
     return problems
 
 
-def test_the_readme_layout_table_lists_every_module_and_nothing_else() -> None:
-    assert layout_problems((REPO / "README.md").read_text(), REPO) == []
+def test_the_layout_table_lists_every_module_and_nothing_else() -> None:
+    assert layout_problems((REPO / "docs" / "layout.md").read_text(), REPO) == []
 
 
 def test_control_the_layout_check_finds_a_missing_and_an_unlisted_module(tmp_path: Path) -> None:
@@ -574,11 +574,11 @@ def test_control_the_layout_check_finds_a_missing_and_an_unlisted_module(tmp_pat
     (tmp_path / "labkit" / "sub" / "__init__.py").write_text('"""Only a docstring."""\n')
     (tmp_path / "labkit" / "a.py").write_text("")
     (tmp_path / "labkit" / "b.py").write_text("")
-    readme = (
-        "# x\n\n## Layout\n\n| path | what |\n|---|---|\n"
+    page = (
+        "# x\n\n| path | what it holds |\n|---|---|\n"
         "| `labkit/__init__.py`, `a.py`, `gone.py` | things |\n\n## Next\n"
     )
-    assert layout_problems(readme, tmp_path) == [
+    assert layout_problems(page, tmp_path) == [
         "listed but missing: labkit/gone.py",
         "a module the table does not list: labkit/b.py",
     ]
