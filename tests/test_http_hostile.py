@@ -571,7 +571,7 @@ def test_the_listening_address_at_its_port_is_an_allowed_origin(tmp_path: Path) 
     }
 
 
-# -- the table of HTTP limits (docs/serving.md) ----------------------------------------------------------
+# -- the table of HTTP limits (docs/serving.md) ----------------------------------------------------
 
 # `[http]` keys that are not limits: where to listen and whom to trust.
 NOT_LIMITS = frozenset({"host", "port", "allowed_hosts", "allowed_origins", "public_url"})

@@ -518,7 +518,7 @@ def test_control_an_exported_name_that_is_not_there_is_caught() -> None:
     assert missing_exports(fake) == ["gone"]
 
 
-# -- the layout table (docs/layout.md) against the tree ---------------------------------------------------
+# -- the layout table (docs/layout.md) against the tree --------------------------------------------
 
 
 def layout_paths(page: str) -> list[str]:

@@ -2,9 +2,9 @@
 the README's first screen is the map a reader starts from.
 
 A block (in README.md or a docs/*.md page) is runnable when the line before its ```` ```sh ````
-fence is `<!-- readme-test: run -->`. Each runs in `bash -euo pipefail` in an empty temporary directory,
-with the test environment's `labkit` first on `PATH` (and, on a machine without curl, the small
-stand-in in `tests/readme_bin/`) and a free port in `PORT`, and must exit 0
+fence is `<!-- readme-test: run -->`. Each runs in `bash -euo pipefail` in an empty temporary
+directory, with the test environment's `labkit` first on `PATH` (and, on a machine without curl,
+the small stand-in in `tests/readme_bin/`) and a free port in `PORT`, and must exit 0
 within the timeout; the blocks check their own results (`grep` for the expected answer), and
 the ones that start a server stop it themselves.
 """

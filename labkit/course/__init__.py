@@ -37,6 +37,7 @@ from labkit.course.lessons.jail import compare, landlock_abi, sandbox_trial
 from labkit.course.lessons.peek import encode_claims, server_log, state_parts, transcript
 from labkit.course.lessons.replay_race import memory_claim_and_delete, race_one_nonce
 from labkit.course.skill import export_skill, skill_text
+from labkit.course.widgets.approval_page import ApprovalPage
 from labkit.course.widgets.consent_panel import UrlConsent
 from labkit.course.widgets.elicitation_form import ElicitationForm
 from labkit.course.widgets.live_call import LiveCall, start_tool
@@ -45,6 +46,7 @@ from labkit.course.widgets.quiz import Option, Quiz, QuizWidget, quiz
 __all__ = [
     "EXAMPLE_NOTES",
     "WORKSPACE_URI",
+    "ApprovalPage",
     "CheckReport",
     "CheckResult",
     "ElicitationForm",

@@ -18,6 +18,11 @@ and becomes, in the learner's copy, one line at the marker's indentation:
 
         raise NotImplementedError()  # learner: claim the nonce, then delete the note
 
+The documents a solution links to in its Markdown (`[docs/LESSON.md](../docs/LESSON.md)`, a
+path from `solutions/`) are copied beside the learner copies (`notebooks/docs/LESSON.md`) and
+the links rewritten to match (`docs/LESSON.md`): JupyterLab is rooted at `notebooks/`, so
+every document a notebook cites opens from the notebook with one click.
+
 nbval markers travel as cell tags, never as a comment in the learner's code: a solution cell
 whose first lines are `# NBVAL_CHECK_OUTPUT` (or another nbval comment marker) loses those lines
 in the learner's copy and gains the tag nbval reads instead (`nbval-check-output`, ...).
@@ -58,6 +63,9 @@ NBVAL_MARKERS: Final = {
     "NBVAL_RAISES_EXCEPTION": "nbval-raises-exception",
 }
 _MARKER: Final = re.compile(r"^[ \t]*#[ \t]*(?P<name>NBVAL_[A-Z_]+)[ \t]*$")
+# A Markdown link to a repository document, as written in a solution (relative to solutions/).
+DOC_LINK: Final = re.compile(r"\]\(\.\./(docs/[\w.-]+\.md)\)")
+DOCS: Final = "docs"
 # Per-cell metadata that records a run, never authored content.
 _RUN_METADATA: Final = ("execution", "collapsed", "scrolled")
 
@@ -212,6 +220,8 @@ def learner_copy(solution: NotebookNode, name: str) -> NotebookNode:
             cell.execution_count = None
         elif "# BEGIN SOLUTION" in cell.source:
             raise BuildError(f"{where}: solution markers belong in code cells only")
+        elif cell.cell_type == "markdown":
+            cell.source = DOC_LINK.sub(r"](\1)", cell.source)
         for key in _RUN_METADATA:
             cell.metadata.pop(key, None)
     if total > MAX_REGIONS:
@@ -242,20 +252,46 @@ def dumps(nb: NotebookNode) -> str:
     return text if text.endswith("\n") else text + "\n"
 
 
+def linked_documents(nb: NotebookNode) -> list[str]:
+    """The repository documents a notebook's Markdown links to (`docs/LESSON.md`, ...)."""
+    return [
+        found.group(1)
+        for cell in nb.cells
+        if cell.cell_type == "markdown"
+        for found in DOC_LINK.finditer(cell.source)
+    ]
+
+
 def build(solutions: Path) -> list[Built]:
-    """Every learner file made from `solutions`: notebooks converted, Markdown pages copied."""
+    """Every learner file made from `solutions`: notebooks converted, Markdown pages copied,
+    and the documents the notebooks link to copied into `docs/` beside them."""
     if not solutions.is_dir():
         raise BuildError(f"{solutions}: no such directory of solution notebooks")
     built: list[Built] = []
+    documents: dict[str, str] = {}  # document -> the first notebook that links to it
     for path in sorted(solutions.iterdir()):
         if path.suffix == ".ipynb":
-            learner = learner_copy(read_notebook(path), path.stem)
+            solution = read_notebook(path)
+            learner = learner_copy(solution, path.stem)
             built.append(Built(path.name, dumps(learner)))
+            for name in linked_documents(solution):
+                documents.setdefault(name, path.name)
         elif path.suffix == ".md":
             built.append(Built(path.name, path.read_text(encoding="utf-8")))
     if not any(b.name.endswith(".ipynb") for b in built):
         raise BuildError(f"{solutions}: holds no .ipynb notebooks")
+    for name, linker in sorted(documents.items()):
+        source = solutions.parent / name
+        if not source.is_file():
+            raise BuildError(f"{linker}: links to ../{name}, which does not exist")
+        built.append(Built(name, source.read_text(encoding="utf-8")))
     return built
+
+
+def _learner_files(out: Path) -> list[Path]:
+    """The files in `out` a build owns: notebooks and pages, and the copied documents."""
+    found = [*out.glob("*.ipynb"), *out.glob("*.md"), *out.glob(f"{DOCS}/*.md")]
+    return sorted(path for path in found if path.is_file())
 
 
 def stale(built: Sequence[Built], out: Path) -> list[str]:
@@ -269,9 +305,10 @@ def stale(built: Sequence[Built], out: Path) -> list[str]:
         elif target.read_text(encoding="utf-8") != b.text:
             problems.append(f"{b.name}: out of date")
     if out.is_dir():
-        for path in sorted(out.iterdir()):
-            if path.suffix in (".ipynb", ".md") and path.name not in wanted:
-                problems.append(f"{path.name}: not made from any solution (remove it)")
+        for path in _learner_files(out):
+            name = path.relative_to(out).as_posix()
+            if name not in wanted:
+                problems.append(f"{name}: not made from any solution (remove it)")
     return problems
 
 
@@ -284,14 +321,16 @@ def write(built: Sequence[Built], out: Path) -> list[str]:
     for b in built:
         target = out / b.name
         if not target.exists() or target.read_text(encoding="utf-8") != b.text:
+            target.parent.mkdir(parents=True, exist_ok=True)
             tmp = target.with_name(f".{target.name}.tmp")
             tmp.write_text(b.text, encoding="utf-8")
             tmp.replace(target)  # never a half-written notebook
             changed.append(b.name)
-    for path in sorted(out.iterdir()):
-        if path.suffix in (".ipynb", ".md") and path.name not in wanted:
+    for path in _learner_files(out):
+        name = path.relative_to(out).as_posix()
+        if name not in wanted:
             path.unlink()
-            changed.append(path.name)
+            changed.append(name)
     return changed
 
 

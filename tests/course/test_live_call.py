@@ -8,7 +8,9 @@ server (requests checked against the 2026-07-28 schema by conftest's `call`), an
 
 from __future__ import annotations
 
+import html
 import itertools
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +20,8 @@ import pytest
 from helpers import FORM, TPS, call
 
 from labkit.course import ElicitationForm, Host, LiveCall, McpError, UrlConsent, start_tool
+from labkit.course.widgets.consent_panel import OPENED
+from labkit.course.widgets.live_call import ASKED_AGAIN, STILL_OPEN
 from labkit.deployment import Deployment, demo_deployment
 
 
@@ -196,11 +200,68 @@ def test_decline_keeps_the_note(deployment: Deployment):
     assert "Declined: nothing was deleted." in shown(live)
 
 
-def test_cancel_keeps_the_note(deployment: Deployment):
-    live = start_tool(ServerHost(deployment), "notes_delete", dict(TPS))
-    form_of(live).cancel_button.click()
+def test_cancel_keeps_the_note_and_the_form_answerable_with_the_same_state(
+    deployment: Deployment,
+):
+    host = ServerHost(deployment)
+    live = start_tool(host, "notes_delete", dict(TPS))
+    form = form_of(live)
+    form.cancel_button.click()
     assert live.result is not None and live.result["structuredContent"]["status"] == "cancelled"
     assert deployment.notes.get("note-14") is not None
+    # The server said "the same confirmation can still be answered": the form says so, works.
+    assert "The same confirmation can still be answered." in shown(live)
+    assert not live.done and not any(button.disabled for button in form.buttons)
+    assert form.status.value == html.escape(STILL_OPEN)
+    form.fields["note_id"].value = "note-14"
+    form.fields["confirm"].value = True
+    form.accept_button.click()
+    assert deployment.notes.get("note-14") is None and live.done
+    assert host.sent[1]["state"] == host.sent[2]["state"] is not None
+    assert all(button.disabled for button in form.buttons)
+
+
+def test_a_decline_after_cancel_ends_the_call(deployment: Deployment):
+    live = start_tool(ServerHost(deployment), "notes_delete", dict(TPS))
+    form = form_of(live)
+    form.cancel_button.click()
+    form.decline_button.click()
+    assert live.done and live.result is not None
+    assert live.result["structuredContent"]["status"] == "declined"
+    assert all(button.disabled for button in form.buttons)
+
+
+def test_the_same_url_asked_again_re_arms_the_panel_instead_of_a_copy():
+    opened: list[str] = []
+    host = ScriptedHost(
+        pending({"link": url_entry()}),
+        pending({"link": url_entry()}, round=2),
+        done("exported", exported=True),
+    )
+    live = start_tool(host, "t", {}, opener=opened.append)
+    link = live.panels["link"]
+    assert isinstance(link, UrlConsent) and link.continue_button.disabled
+    link.open_button.click()
+    assert link.status.value == html.escape(OPENED) and not link.continue_button.disabled
+    link.continue_button.click()
+    assert host.resumed == [{"link": {"action": "accept"}}]
+    assert live.panels["link"] is link and len(live.rounds) == 2
+    assert "Round 2" not in shown(live)
+    assert link.status.value == html.escape(ASKED_AGAIN[UrlConsent])
+    assert not link.continue_button.disabled
+    link.continue_button.click()
+    assert live.done and live.result == done("exported", exported=True)
+
+
+def test_a_text_that_repeats_the_structured_content_is_shown_once():
+    structured = {"deleted": True, "noteId": "note-14"}
+    result = {
+        "resultType": "complete",
+        "content": [{"type": "text", "text": json.dumps(structured)}],
+        "structuredContent": structured,
+    }
+    live = start_tool(ScriptedHost(result), "t", {})
+    assert shown(live).count("note-14") == 1
 
 
 def test_an_invalid_accept_sends_nothing(deployment: Deployment):
@@ -309,6 +370,8 @@ def test_resume_waits_for_every_entry_of_the_round_then_shows_the_next_round():
     assert host.resumed == []  # one entry is still open
     link.open_button.click()
     assert opened == ["https://example.org/connect"]
+    assert host.resumed == []  # opened, not answered: Continue answers
+    link.continue_button.click()
     assert host.resumed == [
         {"who": {"action": "accept", "content": {"name": "Ada"}}, "link": {"action": "accept"}}
     ]

@@ -1,12 +1,18 @@
-"""UrlConsent, headless: nothing is opened before Open; the opener is called once on Open."""
+"""UrlConsent, headless: nothing is opened before Open; Open calls the opener, Continue answers;
+the in-notebook consent page performs the page's step."""
 
 from __future__ import annotations
 
+import html
+import secrets
 from typing import Any
 
 import pytest
 
-from labkit.course import UrlConsent
+from labkit import KeyRing, demo_deployment
+from labkit.course import ApprovalPage, Host, UrlConsent, start_tool
+from labkit.course.widgets.approval_page import APPROVED, DENIED, REFUSED
+from labkit.stores.consent import Grant
 
 URL = "https://mcp.example.com/connect/report-service?step=1"
 
@@ -34,6 +40,8 @@ def test_nothing_is_opened_before_open_then_exactly_once():
     assert panel.answer is None
     panel.open_button.click()
     assert opener.opened == [URL]
+    assert panel.answer is None  # opening is not an answer: Continue is
+    panel.continue_button.click()
     assert panel.answer == {"action": "accept"}
     panel.open_button.click()
     panel.accept()
@@ -71,9 +79,10 @@ def test_decline_and_cancel_never_open(action: str):
     assert panel.answer == {"action": action}
 
 
-def test_accept_method_is_the_open_button():
+def test_accept_opens_the_page_first_when_it_was_not_opened():
     opener = RecordingOpener()
     panel = UrlConsent(params(), opener=opener)
+    assert panel.continue_button.disabled  # nothing to continue before the page is open
     assert panel.accept() == {"action": "accept"}
     assert opener.opened == [URL]
     assert panel.open_button.disabled
@@ -146,3 +155,65 @@ def test_refused_urls(url: Any, why: str):
 def test_refused_params(bad: Any):
     with pytest.raises(ValueError):
         UrlConsent(bad)
+
+
+# -- the consent page inside the notebook ---------------------------------------------------
+
+
+def export_call() -> tuple[Any, Any, Any]:
+    deployment = demo_deployment(keys=KeyRing([secrets.token_bytes(32)]))
+    deployment.consent.base_url = "http://127.0.0.1:8000"
+    host = Host.in_process(deployment.server, "alice", capabilities={"elicitation": {"url": {}}})
+    live = start_tool(
+        host,
+        "notes_export",
+        {"workspaceUri": "file:///work/notes"},
+        opener=ApprovalPage(deployment.consent, "alice").open,
+    )
+    return deployment, live, live.panels["connect_report_service"]
+
+
+def page_of(panel: Any) -> Any:
+    (page,) = panel.page.children
+    return page
+
+
+def button(page: Any, name: str) -> Any:
+    buttons = [b for row in page.children for b in getattr(row, "children", ())]
+    return next(b for b in buttons if getattr(b, "description", "") == name)
+
+
+def test_the_page_approves_and_continue_completes_the_export():
+    deployment, live, panel = export_call()
+    panel.open_button.click()
+    page = page_of(panel)
+    assert "file:///work/notes" in page.children[1].value and "30 days" in page.children[1].value
+    panel.continue_button.click()  # back before approving: the server asks again
+    assert not live.done and deployment.reports.published == []
+    button(page, "Approve").click()
+    assert page.children[-1].value == html.escape(APPROVED.format(principal="alice"))
+    assert deployment.consent.credential("alice", "file:///work/notes") is not None
+    panel.continue_button.click()
+    assert live.done and live.result["structuredContent"]["status"] == "exported"
+    assert len(deployment.reports.published) == 1
+
+
+def test_the_page_denies_and_the_link_is_withdrawn():
+    deployment, live, panel = export_call()
+    panel.open_button.click()
+    page = page_of(panel)
+    button(page, "Deny").click()
+    assert page.children[-1].value == html.escape(DENIED)
+    panel.continue_button.click()  # a fresh link: a new round, a new panel
+    assert len(live.rounds) == 2 and live.panels["connect_report_service"] is not panel
+    assert deployment.consent.credential("alice", "file:///work/notes") is None
+
+
+def test_a_used_link_shows_the_refusal_not_a_form():
+    deployment, _live, panel = export_call()
+    panel.open_button.click()
+    button(page_of(panel), "Approve").click()
+    page = ApprovalPage(deployment.consent, "alice").open(panel.url)
+    assert [c.value for c in page.children[1:]] == [html.escape(REFUSED[Grant.USED])]
+    mallory = ApprovalPage(deployment.consent, "mallory").open(panel.url)
+    assert REFUSED[Grant.WRONG_PRINCIPAL] in mallory.children[1].value

@@ -6,7 +6,10 @@ The client shows the full destination and gets consent before opening it; it nev
 pre-fetches it. So this module performs no I/O at all: "opening" calls an injected `opener`
 with the URL, and the default opener only shows a clickable link. `accept` means the user
 agreed to open the page, not that the flow behind it finished (the server learns that from
-its own records on the retry). Nothing in the protocol core may import this module.
+its own records on the retry). Open hands the URL to the opener and nothing more; Continue,
+pressed once the user is done on the page, sends `accept` (at 2026-07-28 the client learns the
+outcome only by retrying). An opener that returns a widget (the course's in-notebook consent
+page) has it shown under the panel. Nothing in the protocol core may import this module.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import html
 import ipaddress
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final
 from urllib.parse import SplitResult, urlsplit
 
 import ipywidgets as widgets
@@ -22,6 +25,9 @@ import ipywidgets as widgets
 from labkit.course.widgets.elicitation_form import Answer, OneAnswer
 
 Opener = Callable[[str], object]
+
+OPENED: Final = "Opened: finish on the page, then press Continue."
+SENT: Final = "Sent: accept. The server checks its own record of the page."
 
 _LOOPBACK_NAMES = frozenset({"localhost"})
 _WARNING_STYLE = "color: #b00020"
@@ -73,8 +79,8 @@ def warnings_for(parts: SplitResult) -> list[str]:
 
 
 class UrlConsent(OneAnswer, widgets.VBox):  # type: ignore[misc]
-    """A URL-mode `elicitation/create` request: message, full destination, Open / Decline /
-    Cancel. Same `answer` / `on_answer` contract as `ElicitationForm`."""
+    """A URL-mode `elicitation/create` request: message, full destination, Open / Continue /
+    Decline / Cancel. Same `answer` / `on_answer` / `reopen` contract as `ElicitationForm`."""
 
     def __init__(self, params: Mapping[str, Any], *, opener: Opener | None = None) -> None:
         if not isinstance(params, Mapping):
@@ -96,14 +102,23 @@ class UrlConsent(OneAnswer, widgets.VBox):  # type: ignore[misc]
         self.answer = None
         self._callbacks = []
         self._opener = opener if opener is not None else self._show_link
+        self.opened = False
         self.link = widgets.HTML("")
+        self.page = widgets.VBox([])  # what an opener that returns a widget shows
         self.open_button = widgets.Button(description="Open", button_style="primary")
+        self.continue_button = widgets.Button(description="Continue", disabled=True)
         self.decline_button = widgets.Button(description="Decline", button_style="warning")
         self.cancel_button = widgets.Button(description="Cancel")
-        self.open_button.on_click(lambda _b: self.accept())
+        self.open_button.on_click(lambda _b: self.open_page())
+        self.continue_button.on_click(lambda _b: self.accept())
         self.decline_button.on_click(lambda _b: self.decline())
         self.cancel_button.on_click(lambda _b: self.cancel())
-        self.buttons = (self.open_button, self.decline_button, self.cancel_button)
+        self.buttons = (
+            self.open_button,
+            self.continue_button,
+            self.decline_button,
+            self.cancel_button,
+        )
         self.status = widgets.HTML("")
         rows = [
             widgets.HTML(f"<h4>{html.escape(message)}</h4>"),
@@ -113,8 +128,9 @@ class UrlConsent(OneAnswer, widgets.VBox):  # type: ignore[misc]
                 for w in self.warnings
             ),
             widgets.HBox(self.buttons),
-            self.link,
             self.status,
+            self.link,
+            self.page,
         ]
         super().__init__(children=rows)
 
@@ -132,13 +148,31 @@ class UrlConsent(OneAnswer, widgets.VBox):  # type: ignore[misc]
             f"rel='noopener noreferrer'>{html.escape(url)}</a>"
         )
 
-    # -- the three answers ---------------------------------------------------------------
+    # -- opening, and the three answers ---------------------------------------------------
 
     # Not named `open`: `Widget.open()` opens the comm and runs inside `Widget.__init__`, so an
     # override called the opener before the user had seen the panel.
+    def open_page(self) -> None:
+        """Open was clicked: hand the URL to the opener (again, if the user closed the page);
+        nothing is answered yet."""
+        if self.answer is not None:
+            return
+        shown = self._opener(self.url)
+        if isinstance(shown, widgets.Widget):
+            self.page.children = (shown,)
+        self.opened = True
+        self.continue_button.disabled = False
+        self.status.value = html.escape(OPENED)
+
     def accept(self) -> Answer:
-        """Open was clicked: hand the URL to the opener once and answer `accept`."""
+        """Continue was clicked (the page is opened first if it was not): answer `accept`,
+        which tells the server only that the user agreed to open the page."""
         if self.answer is not None:
             return self.answer
-        self._opener(self.url)
-        return self._finish({"action": "accept"}, "Opened: finish in the page, then continue.")
+        if not self.opened:
+            self.open_page()
+        return self._finish({"action": "accept"}, SENT)
+
+    def reopen(self, note: str) -> None:
+        super().reopen(note)
+        self.continue_button.disabled = not self.opened

@@ -270,7 +270,8 @@ _READERS: dict[str, Callable[[_Field], object]] = {
 
 
 class OneAnswer:
-    """The answer contract both panels share: one answer per request, then buttons disabled.
+    """The answer contract both panels share: one answer per request, then buttons disabled,
+    until the call asks the same request again (`reopen`).
 
     Subclasses set `answer = None`, `_callbacks = []`, `buttons` and `status` in `__init__`.
     """
@@ -293,6 +294,16 @@ class OneAnswer:
         self._callbacks.append(callback)
         if self.answer is not None:
             callback(self.answer)
+
+    def reopen(self, note: str) -> None:
+        """The request is open again (a cancel the server kept open, or the same request asked
+        again): the buttons work again, `note` says why, and earlier callbacks are dropped (the
+        call registers the ones for its current round)."""
+        self.answer = None
+        self._callbacks = []
+        for button in self.buttons:
+            button.disabled = False
+        self.status.value = html.escape(note)
 
     def _finish(self, answer: Answer, status: str = "") -> Answer:
         self.answer = answer

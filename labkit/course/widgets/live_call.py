@@ -5,6 +5,12 @@ drives. A kernel cannot handle a button click while a cell is still running, so 
 waits: `start_tool` makes the first call, renders one panel per `inputRequests` entry and
 returns at once; the last panel's answer calls `host.resume` from the click handler and shows
 the outcome (the final result, the next round's panels or the error) in the same area.
+
+The panels stay truthful about what the server did: a round that asks exactly what the shown
+panels ask (a URL the user has not finished with yet) re-arms those panels with a note instead
+of drawing copies, and after a round answered only with `cancel` (which mutates nothing and
+leaves the request answerable, docs/LESSON.md section 8) the result is shown and the same
+panels work again for the same `requestState`.
 Does not own the protocol: the host builds requests, keeps `requestState` byte-exact and
 retries with a new id (docs/LESSON.md section 4). Nothing in the protocol core may import
 this module.
@@ -15,7 +21,7 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar
 
 import ipywidgets as widgets
 
@@ -24,6 +30,14 @@ from labkit.course.widgets.elicitation_form import Answer, ElicitationForm
 
 Result = dict[str, Any]
 Panel = ElicitationForm | UrlConsent
+
+STILL_OPEN: Final = "Nothing changed, and the request is still open: answer it again, or leave it."
+# What a panel says when the server asks exactly the same again.
+ASKED_AGAIN: Final[dict[type, str]] = {
+    UrlConsent: "The server has no record yet that you finished on the page, and asks again "
+    "with the same link: finish there, then press Continue.",
+    ElicitationForm: "The server asked the same question again: answer it below.",
+}
 
 
 class PendingRound(Protocol):
@@ -108,10 +122,12 @@ class LiveCall(Generic[P]):
         self.rounds: list[P] = []
         self.panels: dict[str, Panel] = {}
         self._opener = opener
+        self._sent: dict[str, Answer] = {}
 
     @property
     def done(self) -> bool:
-        return self.result is not None or self.error is not None
+        """The call ended: an error, or a result with no request left open."""
+        return self.error is not None or (self.result is not None and not self.panels)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         # A cell ending in `start_tool(...)` shows the call's area.
@@ -126,10 +142,15 @@ class LiveCall(Generic[P]):
                 self._show_result(outcome)
             else:
                 self._show_round(outcome)
+            self._sent = {}
         except Exception as exc:
             self._show_error(exc)
 
     def _show_round(self, pending: P) -> None:
+        if self.panels and self.rounds and self.rounds[-1].input_requests == pending.input_requests:
+            self.rounds.append(pending)
+            self._arm(pending, lambda panel: ASKED_AGAIN[type(panel)])
+            return
         panels = {key: panel_for(key, e, self._opener) for key, e in pending.input_requests.items()}
         self.rounds.append(pending)
         self.panels = panels
@@ -140,10 +161,16 @@ class LiveCall(Generic[P]):
             retry.on_click(lambda _b: self._resume(pending, {}, retry))
             self._append(heading, widgets.HTML("The server asked to retry later."), retry)
             return
-        answers: dict[str, Answer] = {}
-        for key, panel in panels.items():
-            panel.on_answer(self._collector(pending, answers, key))
         self._append(heading, *panels.values())
+        self._arm(pending, None)
+
+    def _arm(self, pending: P, note: Callable[[Panel], str] | None) -> None:
+        """Collect this round's answers from the shown panels (re-armed with `note` first)."""
+        answers: dict[str, Answer] = {}
+        for key, panel in self.panels.items():
+            if note is not None:
+                panel.reopen(note(panel))
+            panel.on_answer(self._collector(pending, answers, key))
 
     def _collector(
         self, pending: P, answers: dict[str, Answer], key: str
@@ -159,15 +186,22 @@ class LiveCall(Generic[P]):
     def _resume(self, pending: P, answers: dict[str, Answer], button: Any) -> None:
         if button is not None:
             button.disabled = True
+        self._sent = dict(answers)
         self._run(lambda: self.host.resume(pending, dict(answers)))
 
     def _show_result(self, result: Result) -> None:
         self.result = result
-        self.panels = {}
+        cancelled = bool(self._sent) and all(
+            a.get("action") == "cancel" for a in self._sent.values()
+        )
+        if not (cancelled and self.panels and not result.get("isError")):
+            self.panels = {}
         texts = [
             html.escape(str(item.get("text", "")))
             for item in result.get("content", [])
-            if isinstance(item, Mapping) and item.get("type") == "text"
+            if isinstance(item, Mapping)
+            and item.get("type") == "text"
+            and not _is_structured_copy(item.get("text"), result)
         ]
         title = "Tool error" if result.get("isError") else "Result"
         parts = [f"<b>{title}</b>: {'<br>'.join(texts)}"]
@@ -175,6 +209,8 @@ class LiveCall(Generic[P]):
             body = json.dumps(result["structuredContent"], indent=2, sort_keys=True)
             parts.append(f"<pre>{html.escape(body)}</pre>")
         self._append(widgets.HTML("".join(parts)))
+        if self.panels:  # a cancel the server kept open: the same round, answerable again
+            self._arm(self.rounds[-1], lambda _panel: STILL_OPEN)
 
     def _show_error(self, exc: Exception) -> None:
         self.error = exc
@@ -190,6 +226,17 @@ class LiveCall(Generic[P]):
 
     def _append(self, *children: Any) -> None:
         self.widget.children = (*self.widget.children, *children)
+
+
+def _is_structured_copy(text: object, result: Result) -> bool:
+    """A text item that only repeats `structuredContent` as JSON (the SDK sends one, for
+    clients that read text only): shown once, as the structured content."""
+    if not isinstance(text, str) or "structuredContent" not in result:
+        return False
+    try:
+        return bool(json.loads(text) == result["structuredContent"])
+    except ValueError:
+        return False
 
 
 def start_tool(
