@@ -63,6 +63,13 @@ NBVAL_MARKERS: Final = {
     "NBVAL_RAISES_EXCEPTION": "nbval-raises-exception",
 }
 _MARKER: Final = re.compile(r"^[ \t]*#[ \t]*(?P<name>NBVAL_[A-Z_]+)[ \t]*$")
+# The kernelspec as JupyterLab records it for ipykernel's `python3`: a notebook saved with any
+# other display name opens already marked modified.
+KERNELSPEC: Final = {
+    "display_name": "Python 3 (ipykernel)",
+    "language": "python",
+    "name": "python3",
+}
 # A Markdown link to a repository document, as written in a solution (relative to solutions/).
 DOC_LINK: Final = re.compile(r"\]\(\.\./(docs/[\w.-]+\.md)\)")
 DOCS: Final = "docs"
@@ -227,6 +234,7 @@ def learner_copy(solution: NotebookNode, name: str) -> NotebookNode:
     if total > MAX_REGIONS:
         raise BuildError(f"{name}: {total} solution regions (at most {MAX_REGIONS} per notebook)")
     nb.metadata.pop("widgets", None)  # saved widget state belongs to the executed solution
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
     nb.metadata[METADATA_KEY] = {
         "format": FORMAT_VERSION,
         "notebook": name,

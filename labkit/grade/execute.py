@@ -28,8 +28,10 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernel
 from nbformat import NotebookNode
 from traitlets.config import Config
 
+from labkit.course import build
+
 DEFAULT_CELL_TIMEOUT: Final = 10
-KERNEL_NAME: Final = "python3"
+KERNEL_NAME: Final = build.KERNELSPEC["name"]
 
 
 class ExecuteError(RuntimeError):
@@ -99,11 +101,7 @@ def execute(path: Path, *, cell_timeout: int = DEFAULT_CELL_TIMEOUT) -> Executed
         )
         _run(client, path, cell_timeout)
     elapsed = (datetime.now() - started).total_seconds()
-    nb.metadata["kernelspec"] = {
-        "name": KERNEL_NAME,
-        "display_name": "Python 3",
-        "language": "python",
-    }
+    nb.metadata["kernelspec"] = dict(build.KERNELSPEC)  # as JupyterLab writes it
     nbformat.validate(nb)
     _replace(path, nbformat.writes(nb) + "\n")  # type: ignore[no-untyped-call]
     times = cell_times(nb)

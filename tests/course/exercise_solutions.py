@@ -110,6 +110,45 @@ def forgets_rollback(
     return True
 
 
+def replay_left_open(
+    conn: sqlite3.Connection, principal: str, nonce: str, note_id: str, expires_at: float
+) -> bool:
+    """Right answers, but a refused claim returns False with its transaction still open."""
+    conn.execute("BEGIN IMMEDIATE")
+    claim = conn.execute(
+        "INSERT INTO claims (principal, nonce, expires_at) VALUES (?, ?, ?) "
+        "ON CONFLICT (principal, nonce) DO NOTHING",
+        (principal, nonce, expires_at),
+    )
+    if claim.rowcount != 1:
+        return False
+    if conn.execute("DELETE FROM notes WHERE id = ?", (note_id,)).rowcount != 1:
+        conn.execute("ROLLBACK")
+        return False
+    conn.execute("COMMIT")
+    return True
+
+
+def raises_on_replay(
+    conn: sqlite3.Connection, principal: str, nonce: str, note_id: str, expires_at: float
+) -> bool:
+    """One right deletion; a replay is refused by raising instead of returning False."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(
+            "INSERT INTO claims (principal, nonce, expires_at) VALUES (?, ?, ?)",
+            (principal, nonce, expires_at),
+        )
+        if conn.execute("DELETE FROM notes WHERE id = ?", (note_id,)).rowcount != 1:
+            conn.execute("ROLLBACK")
+            return False
+        conn.execute("COMMIT")
+        return True
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
 def commits_missing_note(
     conn: sqlite3.Connection, principal: str, nonce: str, note_id: str, expires_at: float
 ) -> bool:

@@ -354,14 +354,15 @@ def test_a_bug_in_a_check_is_not_blamed_on_the_learner() -> None:
     assert "the check itself failed (RuntimeError: fixture exploded)" in result.message
 
 
-def test_markdown_fences_learner_text_and_plain_text_has_no_markup() -> None:
+def test_markdown_escapes_learner_text_and_plain_text_has_no_markup() -> None:
     def raises_with_backticks(root: Any, relative: str) -> Any:
         raise KeyError("```*not markdown*```")
 
     report = run("ex4", raises_with_backticks)
     markdown = report._repr_markdown_()
     assert markdown.startswith("**ex4: 0/5 public checks passed**")
-    assert "````text\n" in markdown  # a fence longer than the learner's backticks
+    # In a sentence the learner's backticks are escaped; in a traceback, fenced by a longer run.
+    assert "\\`\\`\\`\\*not markdown\\*" in markdown and "````text\n" in markdown
     assert "**" not in str(report)
 
 
@@ -375,18 +376,53 @@ def test_checkpoints_run_the_reference_walkthrough_as_eleven_checks() -> None:
     assert "hidden" not in str(report) and "hidden" not in report._repr_html_()
 
 
-def test_the_html_view_wraps_failure_messages_at_spaces_and_escapes_them() -> None:
+def test_the_html_view_escapes_messages_and_shows_code_as_code() -> None:
     failed = CheckResult(
-        "fresh claim", Outcome.INCORRECT, "ex1 · <b>wrong</b> & " + "x" * 300, 0, 1
+        "fresh claim",
+        Outcome.INCORRECT,
+        "ex1 · fresh claim: `claim_and_delete` got <b>wrong</b> & " + "x" * 300,
+        0,
+        1,
     )
     report = CheckReport("ex1", "SQLite replay store", (failed,))
     view = report._repr_html_()
     assert "&lt;b&gt;wrong&lt;/b&gt; &amp;" in view and "<b>wrong</b>" not in view
+    assert "<code>claim_and_delete</code>" in view and "`" not in view
+    assert "break-all" not in view
+    assert "ex1: 0/1 public checks passed" in view
+
+
+def test_a_message_shared_by_several_checks_is_shown_once_naming_them() -> None:
+    stub = "`claim_and_delete` still raises NotImplementedError (the starter stub). Next: write it."
+    results = tuple(
+        CheckResult(name, Outcome.NOT_ATTEMPTED, f"ex1 · {name}: {stub}", 0, 1)
+        for name in ("fresh claim", "replay refused", "two processes race")
+    )
+    report = CheckReport("ex1", "SQLite replay store", results)
+    for view in (report._repr_html_(), report._repr_markdown_()):
+        assert view.count("still raises NotImplementedError") == 1, view
+        assert "fresh claim, replay refused, two processes race" in view
+
+
+def test_a_traceback_is_a_wrapping_block_shown_once() -> None:
+    trace = '  File "cell", line 3, in f\n    x = 1 / 0\nZeroDivisionError: division by zero'
+    results = tuple(
+        CheckResult(
+            name,
+            Outcome.ERROR,
+            f"ex1 · {name}: {name} should work, but it raised:\n{trace}\nNext: fix that line.",
+            0,
+            1,
+        )
+        for name in ("fresh claim", "replay refused")
+    )
+    view = CheckReport("ex1", "SQLite replay store", results)._repr_html_()
     pre = re.search(r'<pre style="([^"]*)">', view)
     assert pre is not None, view
     assert "white-space: pre-wrap" in pre.group(1) and "word-break: normal" in pre.group(1)
-    assert "break-all" not in view
-    assert "ex1: 0/1 public checks passed" in view
+    assert view.count("ZeroDivisionError") == 1 and view.count("Next: fix that line.") == 1
+    assert "fresh claim should work" in view and "replay refused should work" in view
+    assert "(the same error as above)" in view
 
 
 def test_a_failed_checkpoint_is_read_with_its_notes() -> None:

@@ -4,8 +4,10 @@ Markdown, and used by the notebooks only through `quiz("<id>")`."""
 from __future__ import annotations
 
 import json
+import math
 import re
 import tomllib
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -191,3 +193,43 @@ def test_no_notebook_tells_the_learner_to_call_quiz_answer():
     for folder in ("solutions", "notebooks"):
         for path in (REPO / folder).glob("*.ipynb"):
             assert "quiz.answer" not in path.read_text(encoding="utf-8"), path
+
+
+# -- the bank has no tells -------------------------------------------------------------------
+
+VERDICT_WORDS = re.compile(r"^(Right|Correct|Wrong|Not quite|Yes|No)\b", re.IGNORECASE)
+
+
+def correct_index(q: Quiz) -> int:
+    (index,) = [i for i, option in enumerate(q.options) if option.correct]
+    return index
+
+
+def test_the_correct_options_are_spread_over_the_positions() -> None:
+    quizzes = [quiz(quiz_id) for quiz_id in quiz_ids()]
+    positions = Counter(correct_index(q) for q in quizzes)
+    most = max(len(q.options) for q in quizzes)
+    fair = math.ceil(len(quizzes) / most)
+    assert set(positions) == set(range(most)), positions
+    assert max(positions.values()) <= fair, f"correct options by position: {positions}"
+
+
+def test_the_correct_option_is_not_given_away_by_its_length() -> None:
+    quizzes = [quiz(quiz_id) for quiz_id in quiz_ids()]
+    longest = 0
+    for q in quizzes:
+        lengths = [len(option.text) for option in q.options]
+        right = lengths[correct_index(q)]
+        others = max(length for i, length in enumerate(lengths) if i != correct_index(q))
+        assert right <= 1.25 * others, f"{q.id}: the correct option stands out by its length"
+        longest += right == max(lengths)
+    assert longest <= len(quizzes) // 3, f"the correct option is the longest in {longest} quizzes"
+
+
+def test_each_verdict_is_said_once() -> None:
+    for quiz_id in quiz_ids():
+        for index, option in enumerate(quiz(quiz_id).options):
+            assert not VERDICT_WORDS.match(option.explanation), (quiz_id, option.explanation)
+            feedback = quiz(quiz_id).feedback(index)
+            assert feedback.count("Correct") + feedback.count("Not quite") == 1, feedback
+

@@ -4,9 +4,16 @@ not attempted."""
 
 from __future__ import annotations
 
-import exercise_solutions as sol
+import dataclasses
+from collections.abc import Callable
+from typing import Any
 
+import exercise_solutions as sol
+import pytest
+
+from labkit.course.exercises.checks import Checker
 from labkit.course.exercises.fixtures import add_notes, connect, create_ex1_schema, note_ids
+from labkit.course.exercises.registry import EXERCISES
 from labkit.course.lessons.replay_race import (
     PROCESS_REPLAY,
     RaceReport,
@@ -60,3 +67,46 @@ def test_in_one_process_the_memory_store_refuses_the_second_claim() -> None:
 def test_a_report_names_threads_and_why() -> None:
     report = RaceReport(("returned True", "returned False"), 1, ("note-8",), 1, False, "a closure")
     assert str(report).splitlines()[0] == "raced in:        two threads (not processes: a closure)"
+
+
+RACE_CHECK = "two processes race"
+
+
+def race_check_passes(fn: Callable[..., Any]) -> bool:
+    """The public check's verdict on the race alone (ex1's other checks left out)."""
+    ex1 = EXERCISES["ex1"]
+    only_race = dataclasses.replace(
+        ex1, checks=tuple(c for c in ex1.checks if c.name == RACE_CHECK)
+    )
+    (result,) = (
+        Checker({"ex1": only_race}, namespace=dict).check("ex1", claim_and_delete=fn).results
+    )
+    return result.passed
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        sol.claim_and_delete,
+        sol.replay_left_open,
+        sol.raises_on_replay,
+        sol.forgets_return,
+        sol.wrong_table,
+        memory_claim_and_delete,
+    ],
+    ids=lambda fn: fn.__name__,
+)
+def test_the_verdict_agrees_with_the_public_race_check(fn: Callable[..., Any]) -> None:
+    report = race_one_nonce(fn)
+    assert report.exactly_once == race_check_passes(fn), str(report)
+    if not report.exactly_once:
+        assert "NOT exactly once" in str(report).splitlines()[-1]
+
+
+def test_a_racer_that_left_its_transaction_open_is_named() -> None:
+    report = race_one_nonce(sol.replay_left_open)
+    assert report.winners == 1 and report.deleted == 1  # the notes alone look right
+    assert str(report).splitlines()[-1] == (
+        "verdict:         NOT exactly once: a racer left its transaction open (no COMMIT or "
+        "ROLLBACK)"
+    )

@@ -24,6 +24,7 @@ from __future__ import annotations
 import html
 import json
 import logging
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
@@ -165,15 +166,19 @@ class CheckReport:
         for r in self.results:
             mark = "**" if not r.passed else ""
             lines.append(f"- {mark}{r.outcome.value}{mark} · {_md_escape(r.name)}")
-        for r in self.failed:
-            # Learner text (exception messages) goes in a fence: never read as markdown.
-            fence = "`" * max(3, _longest_backtick_run(r.message) + 1)
-            lines += ["", f"{fence}text", r.message, fence]
+        for names, first, verbatim, after in self._failures():
+            lines += ["", f"**{_md_escape(', '.join(names))}**: {_md_prose(first)}"]
+            if verbatim:
+                # Learner text (a traceback) goes in a fence: never read as Markdown.
+                fence = "`" * max(3, _longest_backtick_run("\n".join(verbatim)) + 1)
+                lines += ["", f"{fence}text", *verbatim, fence]
+            lines += [f"\n{_md_prose(line)}" for line in after]
         return "\n".join(lines) + "\n"
 
     def _repr_html_(self) -> str:
-        """JupyterLab's view: the Markdown view's content, with each failure message in a block
-        that wraps at spaces (JupyterLab's own `pre` rule breaks lines inside words)."""
+        """JupyterLab's view: the outcome of each check, then each distinct failure message
+        once (the checks that share it named together), its code in `<code>`, a traceback in
+        a block that wraps at spaces (JupyterLab's own `pre` rule breaks lines inside words)."""
         items = "".join(
             f"<li>{'<b>' if not r.passed else ''}{html.escape(r.outcome.value)}"
             f"{'</b>' if not r.passed else ''} · {html.escape(r.name)}</li>"
@@ -182,8 +187,35 @@ class CheckReport:
         parts = [f"<p><b>{html.escape(self.headline)}</b> ({html.escape(self.title)})</p>"]
         if items:
             parts.append(f"<ul>{items}</ul>")
-        parts += [f'<pre style="{_WRAP}">{html.escape(r.message)}</pre>' for r in self.failed]
+        for names, first, verbatim, after in self._failures():
+            parts.append(
+                f'<p class="labkit-check-failure"><b>{html.escape(", ".join(names))}</b>: '
+                f"{_html_prose(first)}</p>"
+            )
+            if verbatim:
+                parts.append(f'<pre style="{_WRAP}">{html.escape(chr(10).join(verbatim))}</pre>')
+            parts += [f"<p>{_html_prose(line)}</p>" for line in after]
         return f'<div class="labkit-check">{"".join(parts)}</div>'
+
+    def _failures(self) -> list[tuple[list[str], str, list[str], list[str]]]:
+        """Each failure to show, said once: `(check names, first sentence, verbatim lines,
+        sentences after)`. Checks with the same message are named together; a traceback or
+        a next step already shown is not repeated (a later one points back instead)."""
+        grouped: dict[str, list[str]] = {}
+        for r in self.failed:
+            detail = r.message.removeprefix(f"{self.exercise_id} · {r.name}: ")
+            grouped.setdefault(detail, []).append(r.name)
+        shown: set[str] = set()
+        failures = []
+        for detail, names in grouped.items():
+            prose, verbatim = _split_detail(detail)
+            block = "\n".join(verbatim)
+            if block in shown:
+                verbatim = [SAME_ERROR]
+            after = [line for line in prose[1:] if line not in shown]
+            shown.update([block, *prose[1:]])
+            failures.append((names, prose[0], verbatim, after))
+        return failures
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(str(self))
@@ -209,6 +241,46 @@ _WRAP: Final = (
 
 def _md_escape(text: str) -> str:
     return "".join("\\" + c if c in "\\`*_[]<>#|" else c for c in text)
+
+
+SAME_ERROR: Final = "(the same error as above)"
+# A check author's code span: one backtick, no backtick inside (a learner's backtick runs stay
+# text, escaped).
+_CODE: Final = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
+
+
+def _split_detail(detail: str) -> tuple[list[str], list[str]]:
+    """(prose lines, verbatim lines) of a failure: the first line and a `Next:` line are the
+    check author's sentences; the lines between (a traceback, a listing) are shown as they are."""
+    lines = detail.split("\n")
+    if len(lines) == 1:
+        return lines, []
+    rest = lines[1:]
+    prose_end = [line for line in rest if line.startswith("Next: ")]
+    verbatim = [line for line in rest if not line.startswith("Next: ")]
+    while verbatim and not verbatim[-1].strip():
+        verbatim.pop()
+    return [lines[0], *prose_end], verbatim
+
+
+def _html_prose(line: str) -> str:
+    out, at = [], 0
+    for found in _CODE.finditer(line):
+        out.append(html.escape(line[at : found.start()]))
+        out.append(f"<code>{html.escape(found.group(1))}</code>")
+        at = found.end()
+    out.append(html.escape(line[at:]))
+    return "".join(out)
+
+
+def _md_prose(line: str) -> str:
+    out, at = [], 0
+    for found in _CODE.finditer(line):
+        out.append(_md_escape(line[at : found.start()]))
+        out.append(f"`{found.group(1)}`")
+        at = found.end()
+    out.append(_md_escape(line[at:]))
+    return "".join(out)
 
 
 def _longest_backtick_run(text: str) -> int:

@@ -88,13 +88,39 @@ def _relabel(obj: Any, label: _Labels) -> Any:
     return obj
 
 
-def transcript(messages: Host | Sequence[Mapping[str, Any]], width: int = 1000) -> str:
+def transcript(
+    messages: Host | Sequence[Mapping[str, Any]], width: int = 1000, *, fold: int | None = None
+) -> str:
     """The messages (a host's last transcript, or a list) one per line, `->` sent and `<-`
     received, `_meta` elided, each distinct `requestState` shown as `<state n>` in order of
-    first appearance. Lines are cut to `width` characters."""
+    first appearance. Lines are cut to `width` characters.
+
+    With `fold`, each message is laid out to be read instead: an object or list that fits in
+    `fold` characters stays on one line, a longer one gets a line per member, indented."""
     sent = messages.transcript if isinstance(messages, Host) else messages
     label = _Labels()
-    return "\n".join(render_message(_relabel(dict(m), label), width) for m in sent)
+    lines = [render_message(_relabel(dict(m), label), width) for m in sent]
+    if fold is None:
+        return "\n".join(lines)
+    return "\n".join(
+        f"{line[:2]} {_layout(json.loads(line[3:]), 3, fold)}"
+        for line in lines  # `-> {...}`: the arrow, then the abbreviated message as JSON
+    )
+
+
+def _layout(value: Any, indent: int, fold: int) -> str:
+    flat = json.dumps(value, separators=(", ", ": "))
+    if len(flat) + indent <= fold or not isinstance(value, dict | list) or not value:
+        return flat
+    pad = " " * (indent + 2)
+    if isinstance(value, dict):
+        members = [f"{json.dumps(k)}: {_layout(v, indent + 2, fold)}" for k, v in value.items()]
+        open_, close = "{", "}"
+    else:
+        members = [_layout(v, indent + 2, fold) for v in value]
+        open_, close = "[", "]"
+    inner = ",\n".join(pad + member for member in members)
+    return f"{open_}\n{inner}\n{' ' * indent}{close}"
 
 
 class _Collect(logging.Handler):

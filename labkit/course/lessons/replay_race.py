@@ -6,7 +6,9 @@ left afterwards), `RaceReport`, and `memory_claim_and_delete`, the reference ser
 (claim in this interpreter's own `MemoryReplayStore`, then delete), kept in an importable
 module so each spawned racer loads it by reference and starts with its own empty store, as a
 second server process would. The racing itself is `labkit.course.exercises.race`, the machinery the
-public check uses. Must not import ipywidgets.
+public check uses, and the verdict holds a racer to what that check holds it to: exactly one
+`True`, exactly one note gone, and no racer that raised, left its transaction open, returned
+something other than a bool or did not finish. Must not import ipywidgets.
 """
 
 from __future__ import annotations
@@ -68,10 +70,26 @@ def _words(racer: Racer) -> str:
     return _SAID.get(racer.kind, racer.kind)
 
 
+def _faults(racer: Racer) -> list[str]:
+    """What keeps a racer's run from counting, whatever the notes say (the public check's
+    rules): an exception, an open transaction, a value that is not a bool, no answer."""
+    if racer.kind == "raised":
+        return [f"a racer raised {racer.exception}"]
+    if racer.kind != "returned":
+        return [f"a racer {_words(racer)}"]
+    faults = []
+    if racer.in_transaction:
+        faults.append("a racer left its transaction open (no COMMIT or ROLLBACK)")
+    if not (racer.value_is_true or racer.value_is_false):
+        faults.append(f"a racer returned {racer.value_repr}, not True or False")
+    return faults
+
+
 @dataclass(frozen=True)
 class RaceReport:
     """What a race left. Printing it never says *which* racer won (that varies from run to
-    run), only how many did and how many notes are gone, which a correct store fixes."""
+    run), only how many did and how many notes are gone, which a correct store fixes, and
+    what a racer did wrong (`faults`)."""
 
     outcomes: tuple[str, ...]
     winners: int
@@ -79,6 +97,7 @@ class RaceReport:
     claims: int
     processes: bool
     why_threads: str = ""
+    faults: tuple[str, ...] = ()
 
     @property
     def deleted(self) -> int:
@@ -86,7 +105,7 @@ class RaceReport:
 
     @property
     def exactly_once(self) -> bool:
-        return self.winners == 1 and self.deleted == 1
+        return self.winners == 1 and self.deleted == 1 and not self.faults
 
     def __str__(self) -> str:
         where = (
@@ -99,6 +118,8 @@ class RaceReport:
             counted[outcome] = counted.get(outcome, 0) + 1
         said = ", ".join(f"{n} {what}" for what, n in sorted(counted.items()))
         verdict = "exactly once" if self.exactly_once else "NOT exactly once"
+        if self.faults:
+            verdict += ": " + "; ".join(dict.fromkeys(self.faults))
         if _SAID["stub"] in self.outcomes:
             verdict = "not attempted: write the function first, then race it again"
         return "\n".join(
@@ -160,4 +181,5 @@ def race_one_nonce(
         claims=claims,
         processes=result.processes,
         why_threads=result.why_threads,
+        faults=tuple(fault for r in result.racers if r.kind != "stub" for fault in _faults(r)),
     )
