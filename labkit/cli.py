@@ -1,4 +1,5 @@
-"""The `labkit` command line: `labkit demo`, `labkit serve`, `labkit course`, `labkit grade`."""
+"""The `labkit` command line: `labkit demo`, `labkit serve`, `labkit course`, `labkit grade`,
+`labkit check` (a learner's practice score)."""
 
 from __future__ import annotations
 
@@ -212,6 +213,29 @@ def build_parser() -> argparse.ArgumentParser:
         help="also append the scores and feedback as Markdown here ($GITHUB_STEP_SUMMARY)",
     )
     grade.set_defaults(run=_run_grade)
+    practice = commands.add_parser(
+        "check",
+        help="your practice score for one saved notebook (public checks and outputs; no root)",
+        description="Run your saved notebook top to bottom in a fresh kernel on this machine, "
+        "then each exercise's public checks and the output comparison that grading uses, and "
+        "print a practice score, not a grade: the hidden checks run only at grading. Needs no "
+        "root and writes nothing unless --out is given. Exit code 0 when the notebook was "
+        "checked, 1 when it could not be, 2 for bad usage.",
+    )
+    practice.add_argument("notebook", type=Path, metavar="NOTEBOOK", help="a saved .ipynb file")
+    practice.add_argument(
+        "--solutions",
+        type=Path,
+        metavar="DIR",
+        help="solution notebooks (default: solutions/ beside the notebook's folder)",
+    )
+    practice.add_argument(
+        "--out", type=Path, metavar="DIR", help="also keep the JSON report and the feedback here"
+    )
+    practice.add_argument(
+        "--timeout", type=int, default=30, metavar="S", help="seconds per cell (30)"
+    )
+    practice.set_defaults(run=_run_practice)
     export_skill = commands.add_parser(
         "export-skill",
         help="write the elicitation form designer skill file",
@@ -318,6 +342,30 @@ def _run_grade(args: argparse.Namespace) -> int:
         f"(class view: {args.out / 'class.html'})"
     )
     return batch.exit_code(result, args.fail_under)
+
+
+def _run_practice(args: argparse.Namespace) -> int:
+    _without_slow_format_checker()
+    from labkit.grade import notebooks, practice
+    from labkit.grade.kernel import Limits
+
+    if args.timeout < 1:
+        print("labkit check: --timeout must be positive", file=sys.stderr)
+        return 2
+    if not args.notebook.is_file():
+        print(f"labkit check: {args.notebook}: no such notebook file", file=sys.stderr)
+        return 2
+    solutions = practice.solutions_for(args.notebook, args.solutions)
+    try:
+        found = practice.run(args.notebook, solutions, limits=Limits(cell_timeout=args.timeout))
+    except (notebooks.Unreadable, OSError) as error:
+        print(f"labkit check: {error}", file=sys.stderr)
+        return 2
+    print(practice.text(found), end="")
+    if args.out is not None:
+        for path in practice.write(found, args.out):
+            print(f"wrote {path}")
+    return 0 if found.status == "graded" else 1
 
 
 def build_merge_parser() -> argparse.ArgumentParser:
