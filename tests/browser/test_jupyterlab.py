@@ -7,11 +7,14 @@ and one browser drives it. Two tests:
   note picked by its title, the confirm box ticked), click Accept and re-run the cell
   "live-notes": its line no longer lists the note, so the kernel saw the deletion. Then a kernel
   restart, a second Run All and Decline: the note is still listed.
-- Every one of the eight notebooks, opened and Run All in turn: each Mermaid diagram became an
-  SVG image with no parse error, each quiz renders with label boxes that do not overlap (and a
-  choice shows its reason), each form renders with its buttons, and a failed check message wraps
-  at spaces. Screenshots of every diagram, one quiz and one failed check go to `outputs/`
-  (ignored by git, like the form screenshots).
+- Every one of the eight notebooks, opened and Run All in turn: it opens unmodified (no dirty
+  mark before the learner did anything), each Mermaid diagram became an SVG image no taller
+  than a screen, with no parse error, each quiz renders with label boxes that do not overlap
+  (and a choice shows its reason), every button of every form and consent panel is clicked
+  once and the next state is what the text says, a failed check message is said once with its
+  code as code, and every document link opens the document, rendered. Screenshots of every
+  diagram, one quiz and one failed check go to `outputs/` (ignored by git, like the form
+  screenshots).
 
 Nothing is written into the checkout except the screenshots under outputs/.
 Needs `/usr/bin/chromium` (`make test` installs it with apt); never downloads a browser.
@@ -73,11 +76,16 @@ CELL_SECONDS = 30
 # Tracebacks and stderr lines as JupyterLab renders them.
 ERROR_OUTPUTS = ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
 
-# User settings of the test server: every cell stays in the page (no windowing), so the n-th
-# cell element is the n-th cell of the file; no news or update toasts over the form.
+# User settings of the test server: what `make lab` installs as JupyterLab's overrides (no news
+# or update toasts, Markdown documents open rendered), and every cell kept in the page (no
+# windowing), so the n-th cell element is the n-th cell of the file.
+LAB_OVERRIDES = REPO / "labkit" / "course" / "jupyterlab-overrides.json"
 USER_SETTINGS = {
+    **{
+        plugin.replace(":", "/"): settings
+        for plugin, settings in json.loads(LAB_OVERRIDES.read_text()).items()
+    },
     "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},
-    "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
 }
 
 
@@ -433,7 +441,11 @@ MERMAID = re.compile(r"^```mermaid\s*$", re.M)
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 FOLDED = ".jp-RenderedMarkdown details:not(.jp-RenderedMermaid-Details):not([open]) > summary"
 # A failed check's message as the report renders it in JupyterLab (its HTML view).
-CHECK_MESSAGE = ".labkit-check pre"
+CHECK_MESSAGE = ".labkit-check .labkit-check-failure"
+# A diagram taller than this (at NARROW) cannot be read without scrolling past it.
+MAX_DIAGRAM_HEIGHT = 900
+DIRTY_TAB = ".lm-TabBar-tab.jp-mod-dirty"
+DOC_LINKS = ".jp-MarkdownCell .jp-RenderedMarkdown a[href^='docs/']"
 
 
 def shut_down_kernels(page: Page, lab: Lab) -> None:
@@ -505,6 +517,7 @@ def check_diagrams(notebook: Notebook, stem: str) -> int:
             image.scroll_into_view_if_needed()
             box = image.bounding_box()
             assert box is not None and box["width"] > 50 and box["height"] > 20, (stem, box)
+            assert box["height"] <= MAX_DIAGRAM_HEIGHT, f"{stem} {cell_id}: a diagram {box}"
             SCREENSHOTS.mkdir(exist_ok=True)
             # A tall diagram gets a tall window, so no toolbar covers part of its screenshot.
             tall = box["height"] + 400 > NARROW["height"]
@@ -572,34 +585,142 @@ def check_form(notebook: Notebook, stem: str, cell_id: str) -> None:
 
 
 def check_failed_message(notebook: Notebook, stem: str, cell_id: str) -> None:
-    message = notebook.output(cell_id).locator(CHECK_MESSAGE).first
+    """A fresh learner copy's check: one message for all its checks, code shown as code."""
+    messages = notebook.output(cell_id).locator(CHECK_MESSAGE)
     notebook.wait(
         f"{stem}: {cell_id!r} showed no failed check message",
         RENDER_SECONDS,
-        lambda: message.count() == 1 and message.inner_text().strip() != "",
+        lambda: messages.count() >= 1 and messages.first.inner_text().strip() != "",
     )
-    style = message.evaluate(
-        "e => { const s = getComputedStyle(e); return [s.whiteSpace, s.wordBreak]; }"
-    )
-    # JupyterLab's own rule for output `pre` is `word-break: break-all` (lines cut mid-word).
-    assert style == ["pre-wrap", "normal"], f"{stem} {cell_id}: the message wraps as {style}"
-    box = message.bounding_box()
+    text = notebook.output(cell_id).inner_text()
+    assert text.count("still raises NotImplementedError") == 1, text
+    assert "`" not in text, f"{stem} {cell_id}: Markdown backticks shown raw: {text}"
+    assert messages.first.locator("code").count() >= 1, f"{stem} {cell_id}: no code element"
+    box = messages.first.bounding_box()
     area = notebook.output(cell_id).bounding_box()
     assert box is not None and area is not None and box["width"] <= area["width"] + 1
-    message.scroll_into_view_if_needed()
+    messages.first.scroll_into_view_if_needed()
     SCREENSHOTS.mkdir(exist_ok=True)
     notebook.output(cell_id).screenshot(path=SCREENSHOTS / "browser-failed-check.png")
 
 
+# -- every button of every form and panel -------------------------------------------------------
+
+STILL_OPEN = "the request is still open"
+
+
+def rerun(notebook: Notebook, cell_id: str) -> None:
+    """Run one cell again (a fresh call: every note is back)."""
+    before = notebook.prompt(cell_id)
+    notebook.cell(cell_id).locator(".jp-InputArea-editor").click()
+    notebook.page.keyboard.press("Control+Enter")
+    notebook.wait(
+        f"{cell_id!r} did not run again",
+        CELL_SECONDS,
+        lambda: (
+            re.fullmatch(r"\[\d+\]:", notebook.prompt(cell_id)) is not None
+            and notebook.prompt(cell_id) != before
+        ),
+    )
+
+
+def click(notebook: Notebook, area: Locator, name: str, then: str, where: str) -> str:
+    """Click the last button `name` in `area`; wait until `then` shows there; the text."""
+    area.get_by_role("button", name=name, exact=True).last.click()
+    notebook.wait(
+        f"{where}: after {name} the text never said {then!r}",
+        ANSWER_SECONDS,
+        lambda: then in area.inner_text(),
+    )
+    return area.inner_text()
+
+
+def enabled(area: Locator, name: str) -> bool:
+    return area.get_by_role("button", name=name, exact=True).last.is_enabled()
+
+
+def choose_and_confirm(area: Locator) -> None:
+    select = area.locator(".widget-dropdown select").last
+    select.select_option(index=1 if select.locator("option").first.inner_text() == "" else 0)
+    for box in area.locator(".widget-checkbox input[type='checkbox']").all():
+        box.check()
+
+
+def check_form_buttons(notebook: Notebook, stem: str, cell_id: str) -> None:
+    """Cancel keeps the request open (as the result says), Decline ends it; on a fresh call,
+    Accept without a choice sends nothing and with one deletes the chosen note."""
+    where = f"{stem} {cell_id}"
+    output = notebook.output(cell_id)
+    text = click(notebook, output, "Cancel", STILL_OPEN, where)
+    assert re.search(r"Result:.*[Cc]ancel", text, re.S), text
+    assert enabled(output, "Accept") and enabled(output, "Decline"), f"{where}: not answerable"
+    text = click(notebook, output, "Decline", "Declined", where)
+    assert not enabled(output, "Accept"), f"{where}: still answerable after Decline"
+    rerun(notebook, cell_id)
+    output = notebook.output(cell_id)
+    click(notebook, output, "Accept", "need attention", where)  # nothing chosen yet
+    choose_and_confirm(output)
+    text = click(notebook, output, "Accept", "Result", where)
+    assert re.search(r"[Dd]eleted", text), f"{where}: Accept deleted nothing: {text}"
+    assert not enabled(output, "Accept"), f"{where}: still answerable after the deletion"
+
+
+def check_consent_panel(notebook: Notebook, stem: str, cell_id: str) -> None:
+    """The URL panel and the consent page: Cancel, Open, Continue, Approve, Continue; then on a
+    fresh call Open, Deny, Continue (a new link) and Decline."""
+    where = f"{stem} {cell_id}"
+    output = notebook.output(cell_id)
+    assert not enabled(output, "Continue"), f"{where}: Continue before the page was opened"
+    text = click(notebook, output, "Cancel", STILL_OPEN, where)
+    assert "Cancelled: nothing was exported" in text and enabled(output, "Open")
+    click(notebook, output, "Open", "finish on the page, then press Continue", where)
+    page = output.locator(".labkit-consent-page")
+    assert page.count() == 1 and "file:///work/notes" in page.inner_text()
+    text = click(notebook, output, "Continue", "has no record yet", where)
+    assert "Round 2" not in text, f"{where}: a second panel for the same link: {text}"
+    click(notebook, page, "Approve", "Approved", where)
+    text = click(notebook, output, "Continue", "Exported", where)
+    assert not enabled(output, "Continue"), f"{where}: still answerable after the export"
+    rerun(notebook, cell_id)
+    output = notebook.output(cell_id)
+    click(notebook, output, "Open", "press Continue", where)
+    click(notebook, output.locator(".labkit-consent-page"), "Deny", "Denied", where)
+    click(notebook, output, "Continue", "Round 2", where)  # the link was withdrawn: a new one
+    text = click(notebook, output, "Decline", "Declined: nothing was exported", where)
+    assert not enabled(output, "Open"), f"{where}: still answerable after Decline"
+
+
+def check_doc_links(notebook: Notebook, stem: str) -> int:
+    """Each link to a document opens it in JupyterLab, rendered (its first heading shows)."""
+    page = notebook.page
+    links = page.locator(DOC_LINKS)
+    targets = sorted({str(links.nth(i).get_attribute("href")) for i in range(links.count())})
+    for href in targets:
+        heading = (notebook.lab.root / href).read_text().splitlines()[0].lstrip("# ").strip()
+        page.locator(DOC_LINKS).and_(page.locator(f"[href='{href}']")).first.click()
+        shown = page.locator(".jp-MarkdownViewer .jp-RenderedMarkdown h1")
+        notebook.wait(
+            f"{stem}: the link to {href} did not open the document rendered",
+            RENDER_SECONDS,
+            lambda shown=shown, heading=heading: (
+                shown.count() > 0 and heading in shown.last.inner_text()
+            ),
+        )
+        page.locator(".lm-TabBar-tab", has_text=Path(notebook.in_root).name).first.click()
+    return len(targets)
+
+
 def test_every_notebook_renders_its_diagrams_quizzes_and_forms(page: Page, lab: Lab) -> None:
     page.set_viewport_size(NARROW)
-    diagrams = quizzes = 0
+    diagrams = quizzes = panels = links = 0
     wrapped = False
     try:
         for name in ALL_NOTEBOOKS:
             stem = name.removesuffix(".ipynb")
             notebook = Notebook(page, lab, lab.root / name, required=())
             notebook.open()
+            dirty = page.locator(DIRTY_TAB).count()
+            assert dirty == 0, f"{stem}: opened already marked modified (kernelspec or metadata)"
             notebook.run_all(restart=False)
             diagrams += check_diagrams(notebook, stem)
             widget_cells = [
@@ -616,10 +737,21 @@ def test_every_notebook_renders_its_diagrams_quizzes_and_forms(page: Page, lab: 
             assert forms, f"{stem}: no form"
             for cell_id in forms:
                 check_form(notebook, stem, cell_id)
+                if notebook.output(cell_id).get_by_role("button", name="Open").count():
+                    check_consent_panel(notebook, stem, cell_id)
+                else:
+                    check_form_buttons(notebook, stem, cell_id)
+                panels += 1
             if name == CHECK_SHOT[0]:
                 check_failed_message(notebook, stem, CHECK_SHOT[1])
+            links += check_doc_links(notebook, stem)
             shut_down_kernels(page, lab)
     finally:
         page.set_viewport_size({"width": 1280, "height": 1000})
-    assert diagrams >= 8 and quizzes >= 8, (diagrams, quizzes)
+    assert diagrams >= 8 and quizzes >= 8 and panels >= 8 and links >= 8, (
+        diagrams,
+        quizzes,
+        panels,
+        links,
+    )
     assert wrapped, "no quiz label wrapped at this width: the overlap check measured nothing"

@@ -261,3 +261,41 @@ def test_cli_names_an_authoring_mistake_and_exits_non_zero(tmp_path: Path) -> No
     assert result.stderr.startswith("labkit course build: 03-ex1, cell 1")
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "n").exists()
+
+
+def test_linked_documents_are_copied_beside_the_learner_copies(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "LESSON.md").write_text("# The lesson\n")
+    cite = new_markdown_cell("Read [docs/LESSON.md](../docs/LESSON.md), section 3.")
+    write(tmp_path / "solutions", "01.ipynb", notebook(cite, executed("x = 1")))
+    built = {b.name: b.text for b in build.build(tmp_path / "solutions")}
+    assert built["docs/LESSON.md"] == "# The lesson\n"
+    learner = json.loads(built["01.ipynb"])
+    assert "".join(learner["cells"][0]["source"]) == (
+        "Read [docs/LESSON.md](docs/LESSON.md), section 3."
+    )
+    out = tmp_path / "notebooks"
+    assert sorted(build.write(list(build.build(tmp_path / "solutions")), out)) == [
+        "01.ipynb",
+        "docs/LESSON.md",
+    ]
+    (out / "docs" / "old.md").write_text("x")
+    assert build.stale(build.build(tmp_path / "solutions"), out) == [
+        "docs/old.md: not made from any solution (remove it)"
+    ]
+
+
+def test_a_link_to_a_missing_document_is_refused(tmp_path: Path) -> None:
+    cite = new_markdown_cell("See [docs/gone.md](../docs/gone.md).")
+    write(tmp_path / "solutions", "01.ipynb", notebook(cite))
+    with pytest.raises(build.BuildError, match=r"01.ipynb: links to ../docs/gone.md"):
+        build.build(tmp_path / "solutions")
+
+
+def test_learner_copies_carry_the_kernelspec_jupyterlab_writes() -> None:
+    nb = build.learner_copy(notebook(executed("x = 1")), "01")
+    assert nb.metadata["kernelspec"] == {
+        "display_name": "Python 3 (ipykernel)",
+        "language": "python",
+        "name": "python3",
+    }

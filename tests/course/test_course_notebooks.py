@@ -356,3 +356,21 @@ def test_metadata_stamped_for_the_grader() -> None:
     for name in COURSE:
         meta = json.loads((NOTEBOOKS / name).read_text())["metadata"][build.METADATA_KEY]
         assert meta["notebook"] == name.removesuffix(".ipynb") and meta["role"] == "learner"
+
+
+DOCUMENT = re.compile(r"(?<![\w./-])((?:[\w.-]+/)*[\w.-]+\.(?:md|txt|ipynb))(?![\w/])")
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+@pytest.mark.parametrize("name", list(COURSE))
+def test_every_document_a_learner_copy_cites_is_a_link_inside_the_lab(name: str) -> None:
+    """JupyterLab is rooted at notebooks/: a cited document is a link that opens there."""
+    for text in markdown(load(NOTEBOOKS / name)):
+        prose = re.sub(r"```.*?```", "", text, flags=re.S)  # diagrams name example files
+        targets = LINK.findall(prose)
+        for target in targets:
+            if not target.startswith(("http://", "https://", "#")):
+                assert (NOTEBOOKS / target).is_file(), f"{name}: the link {target} opens nothing"
+        cited = {found for found in DOCUMENT.findall(LINK.sub("", prose))}
+        documents = {c for c in cited if c.startswith("docs/") or c.endswith(".ipynb")}
+        assert not documents, f"{name}: cited but not linked: {sorted(documents)}"

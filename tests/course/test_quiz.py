@@ -232,4 +232,3 @@ def test_each_verdict_is_said_once() -> None:
             assert not VERDICT_WORDS.match(option.explanation), (quiz_id, option.explanation)
             feedback = quiz(quiz_id).feedback(index)
             assert feedback.count("Correct") + feedback.count("Not quite") == 1, feedback
-
