@@ -445,7 +445,7 @@ CHECK_MESSAGE = ".labkit-check .labkit-check-failure"
 # A diagram taller than this (at NARROW) cannot be read without scrolling past it.
 MAX_DIAGRAM_HEIGHT = 900
 DIRTY_TAB = ".lm-TabBar-tab.jp-mod-dirty"
-DOC_LINKS = ".jp-MarkdownCell .jp-RenderedMarkdown a[href^='docs/']"
+DOC_LINK = re.compile(r"\[([^\]]+)\]\((docs/[\w.-]+\.md)\)")
 
 
 def shut_down_kernels(page: Page, lab: Lab) -> None:
@@ -691,13 +691,19 @@ def check_consent_panel(notebook: Notebook, stem: str, cell_id: str) -> None:
 
 
 def check_doc_links(notebook: Notebook, stem: str) -> int:
-    """Each link to a document opens it in JupyterLab, rendered (its first heading shows)."""
+    """Each link to a document (as the notebook's Markdown writes it) opens that document in
+    JupyterLab, rendered: its first heading shows."""
     page = notebook.page
-    links = page.locator(DOC_LINKS)
-    targets = sorted({str(links.nth(i).get_attribute("href")) for i in range(links.count())})
-    for href in targets:
+    sources = [
+        "".join(cell["source"]) for cell in notebook.cells if cell["cell_type"] == "markdown"
+    ]
+    targets = sorted({found for text in sources for found in DOC_LINK.findall(text)})
+    for label, href in targets:
         heading = (notebook.lab.root / href).read_text().splitlines()[0].lstrip("# ").strip()
-        page.locator(DOC_LINKS).and_(page.locator(f"[href='{href}']")).first.click()
+        anchors = page.locator(".jp-MarkdownCell .jp-RenderedMarkdown a", has_text=label)
+        link = anchors.filter(visible=True).first  # not one folded in an answer
+        link.scroll_into_view_if_needed()
+        link.click()
         shown = page.locator(".jp-MarkdownViewer .jp-RenderedMarkdown h1")
         notebook.wait(
             f"{stem}: the link to {href} did not open the document rendered",
@@ -706,7 +712,7 @@ def check_doc_links(notebook: Notebook, stem: str) -> int:
                 shown.count() > 0 and heading in shown.last.inner_text()
             ),
         )
-        page.locator(".lm-TabBar-tab", has_text=Path(notebook.in_root).name).first.click()
+        page.locator(".lm-TabBar-tab", has_text=notebook.in_root.name).first.click()
     return len(targets)
 
 
