@@ -698,10 +698,14 @@ def check_doc_links(notebook: Notebook, stem: str) -> int:
         "".join(cell["source"]) for cell in notebook.cells if cell["cell_type"] == "markdown"
     ]
     targets = sorted({found for text in sources for found in DOC_LINK.findall(text)})
+    # A link may sit in a folded answer: unfold them all, as a learner would to follow it.
+    page.evaluate(
+        "document.querySelectorAll('.jp-RenderedMarkdown details').forEach(d => d.open = true)"
+    )
     for label, href in targets:
         heading = (notebook.lab.root / href).read_text().splitlines()[0].lstrip("# ").strip()
         anchors = page.locator(".jp-MarkdownCell .jp-RenderedMarkdown a", has_text=label)
-        link = anchors.filter(visible=True).first  # not one folded in an answer
+        link = anchors.filter(visible=True).first
         link.scroll_into_view_if_needed()
         link.click()
         shown = page.locator(".jp-MarkdownViewer .jp-RenderedMarkdown h1")
@@ -727,6 +731,7 @@ def test_every_notebook_renders_its_diagrams_quizzes_and_forms(page: Page, lab: 
             notebook.open()
             dirty = page.locator(DIRTY_TAB).count()
             assert dirty == 0, f"{stem}: opened already marked modified (kernelspec or metadata)"
+            links += check_doc_links(notebook, stem)
             notebook.run_all(restart=False)
             diagrams += check_diagrams(notebook, stem)
             widget_cells = [
@@ -750,7 +755,6 @@ def test_every_notebook_renders_its_diagrams_quizzes_and_forms(page: Page, lab: 
                 panels += 1
             if name == CHECK_SHOT[0]:
                 check_failed_message(notebook, stem, CHECK_SHOT[1])
-            links += check_doc_links(notebook, stem)
             shut_down_kernels(page, lab)
     finally:
         page.set_viewport_size({"width": 1280, "height": 1000})
