@@ -18,10 +18,11 @@ and becomes, in the learner's copy, one line at the marker's indentation:
 
         raise NotImplementedError()  # learner: claim the nonce, then delete the note
 
-The documents a solution links to in its Markdown (`[docs/LESSON.md](../docs/LESSON.md)`, a
-path from `solutions/`) are copied beside the learner copies (`notebooks/docs/LESSON.md`) and
-the links rewritten to match (`docs/LESSON.md`): JupyterLab is rooted at `notebooks/`, so
-every document a notebook cites opens from the notebook with one click.
+The documents a solution links to in its Markdown (a link to `docs/LESSON.md` written from
+`solutions/`, so starting with `../`) are copied beside the learner copies, into
+`notebooks/docs/`, with the documents they name beside themselves, and the links are
+rewritten to match: JupyterLab is rooted at `notebooks/`, so every document a notebook cites
+opens from the notebook with one click.
 
 nbval markers travel as cell tags, never as a comment in the learner's code: a solution cell
 whose first lines are `# NBVAL_CHECK_OUTPUT` (or another nbval comment marker) loses those lines
@@ -73,6 +74,8 @@ KERNELSPEC: Final = {
 # A Markdown link to a repository document, as written in a solution (relative to solutions/).
 DOC_LINK: Final = re.compile(r"\]\(\.\./(docs/[\w.-]+\.md)\)")
 DOCS: Final = "docs"
+# A document another document names as its neighbour in docs/ (the lesson names one).
+SIBLING: Final = re.compile(r"(?<![\w./-])([\w.-]+\.md)(?![\w/])")
 # Per-cell metadata that records a run, never authored content.
 _RUN_METADATA: Final = ("execution", "collapsed", "scrolled")
 
@@ -288,11 +291,19 @@ def build(solutions: Path) -> list[Built]:
             built.append(Built(path.name, path.read_text(encoding="utf-8")))
     if not any(b.name.endswith(".ipynb") for b in built):
         raise BuildError(f"{solutions}: holds no .ipynb notebooks")
-    for name, linker in sorted(documents.items()):
-        source = solutions.parent / name
-        if not source.is_file():
+    for name, linker in documents.items():
+        if not (solutions.parent / name).is_file():
             raise BuildError(f"{linker}: links to ../{name}, which does not exist")
-        built.append(Built(name, source.read_text(encoding="utf-8")))
+    todo = sorted(documents)
+    while todo:
+        name = todo.pop()
+        text = (solutions.parent / name).read_text(encoding="utf-8")
+        built.append(Built(name, text))
+        for sibling in SIBLING.findall(text):
+            beside = f"{DOCS}/{sibling}"
+            if beside not in documents and (solutions.parent / beside).is_file():
+                documents[beside] = name
+                todo.append(beside)
     return built
 
 

@@ -11,6 +11,7 @@ panels ask (a URL the user has not finished with yet) re-arms those panels with 
 of drawing copies, and after a round answered only with `cancel` (which mutates nothing and
 leaves the request answerable, docs/LESSON.md section 8) the result is shown and the same
 panels work again for the same `requestState`.
+
 Does not own the protocol: the host builds requests, keeps `requestState` byte-exact and
 retries with a new id (docs/LESSON.md section 4). Nothing in the protocol core may import
 this module.
