@@ -16,6 +16,8 @@ Run as root (with every capability), from `unshare --mount --pid --fork --uts --
 - "restricted": a Kubernetes pod under the "restricted" Pod Security Standard: the same, then
   `runAsUser` (a uid that is not root), every capability dropped, no_new_privs set
   (`allowPrivilegeEscalation: false`), seccomp RuntimeDefault (the same namespace rules).
+- SPEC's `refuse: ["landlock"]` adds a refusal of Landlock's system calls (ENOSYS), as a
+  container runtime whose seccomp profile predates them.
 - "runner": a GitHub Actions ubuntu-24.04 runner: the host's own file system (the VM), with
   /etc/passwd, /etc/group and /etc/sudoers replaced by the SPEC's (a `runner` user with
   passwordless sudo) and `binds` added over tmpfs mounts of `tmpfs` directories; the user's
@@ -54,6 +56,7 @@ NAMESPACE_FLAGS = (
     CLONE_NEWPID,
     CLONE_NEWNET,
 )
+LANDLOCK_SYSCALLS = (444, 445, 446)  # x86_64: create_ruleset, add_rule, restrict_self
 # Docker's default capabilities, by number (linux/capability.h).
 DOCKER_CAPABILITIES = {
     0: "CHOWN",
@@ -88,8 +91,9 @@ def _check(result: int, what: str) -> None:
 
 def mount(source: str, target: str, fstype: str = "", flags: int = 0, data: str = "") -> None:
     _check(
-        LIBC.mount(source.encode(), target.encode(), fstype.encode() or None, flags,
-                   data.encode() or None),
+        LIBC.mount(
+            source.encode(), target.encode(), fstype.encode() or None, flags, data.encode() or None
+        ),
         f"mount {source} on {target}",
     )
 
@@ -106,8 +110,14 @@ class MountAttr(ctypes.Structure):
 def read_only(path: str) -> None:
     """Every mount at and beneath `path` read-only (mount_setattr with AT_RECURSIVE)."""
     attr = MountAttr(MOUNT_ATTR_RDONLY, 0, 0, 0)
-    result = LIBC.syscall(SYS_MOUNT_SETATTR, -100, path.encode(), AT_RECURSIVE,
-                          ctypes.byref(attr), ctypes.sizeof(attr))
+    result = LIBC.syscall(
+        SYS_MOUNT_SETATTR,
+        -100,
+        path.encode(),
+        AT_RECURSIVE,
+        ctypes.byref(attr),
+        ctypes.sizeof(attr),
+    )
     _check(result, f"read-only {path}")
 
 
@@ -230,6 +240,10 @@ def main() -> None:
         else:
             raise SetupFailed(f"unknown model {model!r}")
         os.chdir(spec.get("cwd", "/"))
+        if "landlock" in spec.get("refuse", []):
+            # A container runtime whose profile predates Landlock (moby#43199): ENOSYS.
+            for number in LANDLOCK_SYSCALLS:
+                rules.add_rule(seccomp.ERRNO(errno.ENOSYS), number)
         rules.load()
         if model == "docker":
             cut_bounding_set(set(DOCKER_CAPABILITIES))
