@@ -903,7 +903,7 @@ class ContainerJobs(Jobs):
         else:
             uids = f"{_who(os.getuid())}, the grader's own (not root: no uid per job)"
         self.description = self.description or (
-            f"container: {uids} {self.landlock} {_rlimits(self.limits)}; no namespace and no "
+            f"{uids} {self.landlock} {_rlimits(self.limits)}; no namespace and no "
             f"job cgroup: the platform's container (capability bounding set "
             f"{_capabilities(self.host.bounding)}) holds the grading"
         )

@@ -129,7 +129,9 @@ def python_roots() -> list[Path]:
         *SYSTEM_READ_ONLY,
         *EXTRA_READ_ONLY,
     ]
-    return _distinct(Path(os.path.abspath(p)) for p in candidates if os.path.exists(p))
+    # Real paths: a venv's `lib64` is a link to its `lib`, and a rule on a link's path holds
+    # for its target, so granting `lib64/.../site-packages` would grant `labkit/grade/` too.
+    return _distinct(Path(os.path.realpath(p)) for p in candidates if os.path.exists(p))
 
 
 def _distinct(paths: Iterable[Path]) -> list[Path]:
@@ -152,8 +154,11 @@ def readable_rules(roots: Sequence[Path], protected: Path) -> list[tuple[Path, A
         for part in protected.relative_to(root).parts:
             step = current / part
             for child in sorted(current.iterdir()):
-                if child != step:
-                    rules.append((child, READ_ONLY))
+                target = child.resolve()  # a rule holds for what a link points to
+                if child == step or target == protected or protected.is_relative_to(target):
+                    continue  # a link back up the way (a venv's lib64 -> lib) grants nothing
+                if not target.is_relative_to(protected):
+                    rules.append((target, READ_ONLY))
             current = step
     return rules
 

@@ -27,6 +27,7 @@ import pytest
 
 from grade.grade_helpers import FIXTURES, solved, write
 from labkit import cli
+from labkit.grade import launcher
 from labkit.grade.containment import (
     LEAF,
     NO_CGROUP,
@@ -492,7 +493,7 @@ def test_a_mode_this_machine_cannot_give_is_refused_naming_what_and_the_flags() 
 def test_container_mode_without_root_runs_jobs_as_the_graders_uid_and_says_so() -> None:
     host = _host(root=False, landlock=7)
     jobs = ContainerJobs(LIMITS, host=host)
-    assert jobs.description.startswith("container: uid ")
+    assert jobs.description.startswith("uid ")
     assert "the grader's own (not root: no uid per job)" in jobs.description
     with jobs.job(Path("/nonexistent")) as job:
         assert job.uid == os.getuid() and job.keep == ()
@@ -602,3 +603,20 @@ def test_a_job_that_cannot_start_is_a_kernel_that_did_not_start(work: Path) -> N
     run = runner.run(work, ["print(1)"])
     assert not run.started and [c.status for c in run.cells] == [CellStatus.NOT_RUN]
     assert run.problem == "the job could not start: all job uids 1-2 stayed in use for 0 s"
+
+
+def test_links_in_a_venv_grant_nothing_of_the_hidden_checks(tmp_path: Path) -> None:
+    """A venv's `lib64` links to its `lib`; a Landlock rule holds for what a link points to, so
+    a rule on `lib64` (or on a link into `labkit/grade/`) would open the hidden checks."""
+    venv = tmp_path / "venv"
+    site = venv / "lib" / "python3.11" / "site-packages"
+    protected = site / "labkit" / "grade"
+    (protected / "hidden").mkdir(parents=True)
+    (site / "other").mkdir()
+    (venv / "lib64").symlink_to("lib")
+    (site / "shortcut").symlink_to(protected / "hidden")
+    rules = dict(launcher.readable_rules([venv], protected))
+    granted = [p.resolve() for p, access in rules.items() if access == launcher.READ_ONLY]
+    assert site / "other" in granted
+    for path in granted:
+        assert not protected.is_relative_to(path) and not path.is_relative_to(protected), path

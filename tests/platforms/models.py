@@ -24,8 +24,13 @@ from labkit.grade.report import BatchReport, SubmissionReport
 
 RUNTIME = Path(__file__).with_name("runtime.py")
 SYSTEM_PYTHON = "/usr/bin/python3"
-NAMESPACES = ["--mount", "--pid", "--fork", "--uts", "--ipc", "--cgroup"]
-UNSHARE = ["unshare", *NAMESPACES, "--propagation", "private"]
+# A container gets every namespace; a runner's step shares the VM's, the model only needs its
+# own mount view and an init (a PID namespace) to set it up.
+NAMESPACES = {
+    "docker": ["--mount", "--pid", "--fork", "--uts", "--ipc", "--cgroup"],
+    "restricted": ["--mount", "--pid", "--fork", "--uts", "--ipc", "--cgroup"],
+    "runner": ["--mount", "--pid", "--fork"],
+}
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 NOTEBOOKS = COURSE.parent / "notebooks"
 FORGERY = "patched-checker"
@@ -80,7 +85,8 @@ class Model:
         }
         path = rootfs.with_suffix(".json")
         path.write_text(json.dumps(spec))
-        argv = [*UNSHARE, SYSTEM_PYTHON, str(RUNTIME), str(path), "--", *command]
+        unshare = ["unshare", *NAMESPACES[self.name], "--propagation", "private"]
+        argv = [*unshare, SYSTEM_PYTHON, str(RUNTIME), str(path), "--", *command]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
         if done.returncode == 125 and "could not be set up" in done.stderr:
             pytest.fail(f"the {self.name} model cannot be set up on this machine: {done.stderr}")
