@@ -174,7 +174,9 @@ def container_root(spec: dict) -> None:
 
 
 def runner_view(spec: dict) -> None:
-    """The host's file system with the runner's accounts and sudoers over /etc's."""
+    """The host's file system with the runner's accounts and sudoers over /etc's, and a /proc
+    of the model's PID namespace (its processes' own numbers, as on the VM)."""
+    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV)
     for target, source in spec.get("files", {}).items():
         mount(source, target, flags=MS_BIND)
     for target in spec.get("tmpfs", []):
