@@ -134,8 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
         "(and none scored under --fail-under); 1 when a submission could not be read or "
         "matched, or scored under --fail-under; 2 when grading refused to start (bad "
         "arguments, a containment mode this machine cannot give); 3 when grading itself "
-        "failed for a submission (no job could start, the course's own imports failed), or a "
-        "shard with files graded none of them.",
+        "failed for a submission (no job could start, the course's own imports failed): "
+        "nothing is scored for it.",
     )
     grade.add_argument(
         "submissions", nargs="*", type=Path, metavar="SUBMISSION", help="a .ipynb file or a folder"
@@ -320,6 +320,10 @@ def _run_grade(args: argparse.Namespace) -> int:
         except ValueError as error:
             print(f"labkit grade: {error}", file=sys.stderr)
             return 2
+        absent = [str(p) for p in args.submissions if not p.exists()]
+        if absent:  # a volume not mounted, not a class's hand-ins
+            print(f"labkit grade: no such file or folder: {', '.join(absent)}", file=sys.stderr)
+            return 2
         files = shard.select(files)
     elif not files:
         print("labkit grade: no .ipynb submissions found", file=sys.stderr)
@@ -350,8 +354,6 @@ def _run_grade(args: argparse.Namespace) -> int:
     )
     result = version.stamp(result, course_version)
     code = batch.exit_code(result, args.fail_under)
-    if shard is not None and files and not result.graded:
-        code = batch.GRADER_FAILED  # a shard that graded nothing fails its pod
     if args.gradescope_results is not None:
         if code == batch.GRADER_FAILED:
             # No results.json: Gradescope shows staff "The autograder failed to execute

@@ -151,3 +151,24 @@ def test_full_containment_is_refused_in_the_container_naming_bubblewrap(
     assert "capability bounding set   14, Docker's default set" in done.stdout
     assert "container   available" in done.stdout
     assert "Read-only file system" in done.stdout or "not writable" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        ({"paths.ipynb": '{"cells": [{"cell_type": "code", "sou'}, "paths.ipynb: not graded"),
+        ({"answers.txt": "Dear grader,\n"}, "No notebook (.ipynb) was found"),
+    ],
+    ids=["invalid-json", "no-notebook"],
+)
+def test_a_broken_submission_gets_valid_results_with_score_zero(
+    image: Image, tmp_path: Path, files: dict[str, str], expected: str
+) -> None:
+    """The submission's own fault: a score of 0 and why, in valid results."""
+    model = gradescope(image, tmp_path)
+    for name, text in files.items():
+        (tmp_path / "autograder" / "submission" / name).write_text(text)
+    code, results, said = run_autograder(model)
+    assert code == 0 and results is not None, said
+    assert results.score == 0.0 and expected in results.output
+    assert all(t.score == 0 for t in results.tests)
