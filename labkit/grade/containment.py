@@ -20,8 +20,10 @@ the probes that try each piece of it before grading (`survey`), and the modes bu
   of its own per submission or per job (Gradescope, a Kubernetes pod, a CI VM): no namespace
   and no cgroup, which such a container refuses (Docker's seccomp profile blocks `unshare` and
   namespace flags of `clone`, and mounts cgroupfs read-only); the job's own uid through
-  `setuid` (Docker's default capabilities include SETUID and SETGID), every process of that
-  uid killed when the job ends, and the launcher keeping no capability at all. A grader that
+  `setuid` (Docker's default capabilities include SETUID and SETGID), from a block of uids
+  drawn at random (`scattered_pool`: other containers on the host share its uids), every
+  process of that uid killed when the job ends, and the launcher keeping no capability at
+  all. A grader that
   is not root (a "restricted" Kubernetes pod) cannot hand out uids: its jobs run as its own
   uid, and the description says so.
 - **unconfined** (`Unconfined`), only when asked for: the launcher's own layers alone; the
@@ -50,6 +52,7 @@ import errno
 import fcntl
 import os
 import pwd
+import secrets
 import signal
 import subprocess
 import sys
@@ -883,6 +886,16 @@ class Containment(Jobs):
             raise ContainmentUnavailable(f"could not create the job's cgroup: {error}") from error
 
 
+def scattered_pool() -> UidPool:
+    """A block of uids of its own for this grader, drawn at random: graders in containers on
+    one host (without user namespaces) share the host's uids, and the kernel counts
+    RLIMIT_NPROC over every task of a uid whatever its PID namespace, where this grader's
+    count (`launcher.tasks_of`) sees only its own container. Two graders on the same uids
+    would take each other's process budget; two random blocks of 2**31 uids seldom meet."""
+    first = 1 << 20
+    return UidPool(first=first + secrets.randbelow(((1 << 31) - first) // SLOTS) * SLOTS)
+
+
 @dataclass
 class ContainerJobs(Jobs):
     """Container mode: the platform's container holds the grading; each job gets a uid of its
@@ -891,7 +904,7 @@ class ContainerJobs(Jobs):
 
     limits: Limits
     host: Survey = field(default_factory=survey)
-    pool: UidPool = field(default_factory=UidPool)
+    pool: UidPool = field(default_factory=scattered_pool)
     landlock: str = "landlock"
     description: str = ""
     mode: Mode = Mode.CONTAINER

@@ -72,7 +72,10 @@ class Model:
         env: Mapping[str, str],
         cwd: str = "/",
         timeout: float = 600,
+        prefix: Sequence[str] = (),
     ) -> subprocess.CompletedProcess[str]:
+        """`command` in a fresh instance of the model; `prefix` runs first, outside it (such
+        as a command that joins the platform's cgroup limits)."""
         self.base.mkdir(parents=True, exist_ok=True)
         rootfs = Path(tempfile.mkdtemp(dir=self.base, prefix="rootfs-"))
         spec = {
@@ -86,7 +89,7 @@ class Model:
         path = rootfs.with_suffix(".json")
         path.write_text(json.dumps(spec))
         unshare = ["unshare", *NAMESPACES[self.name], "--propagation", "private"]
-        argv = [*unshare, SYSTEM_PYTHON, str(RUNTIME), str(path), "--", *command]
+        argv = [*prefix, *unshare, SYSTEM_PYTHON, str(RUNTIME), str(path), "--", *command]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
         if done.returncode == 125 and "could not be set up" in done.stderr:
             pytest.fail(f"the {self.name} model cannot be set up on this machine: {done.stderr}")
