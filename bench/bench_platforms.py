@@ -76,6 +76,7 @@ def timed(run: Callable[[], None], repeat: int) -> float:
         started = time.monotonic()
         run()
         seconds.append(time.monotonic() - started)
+    print(f"  runs: {', '.join(f'{s:.1f}' for s in seconds)} s", flush=True)
     return statistics.median(seconds)
 
 
@@ -181,6 +182,7 @@ def main() -> int:
         def classroom(files: list[Path]) -> None:
             place = Path(tempfile.mkdtemp(dir=base, prefix="runner-"))
             where = runner_model.checkout(packaged, bundle, place)
+            (where["repo"] / "notebooks").mkdir()
             for path in files:
                 shutil.copy(path, where["repo"] / "notebooks" / path.name)
             code, said = runner_model.run_step(runner_model.runner(image, place), packaged, where)
