@@ -335,10 +335,7 @@ def _run_grade(args: argparse.Namespace) -> int:
     try:
         version.check_reports_folder(args.out, course_version)
         jobs = jobs_for(limits, mode)
-    except version.VersionMismatch as error:
-        print(f"labkit grade: {error}", file=sys.stderr)
-        return 2
-    except ContainmentUnavailable as error:
+    except (version.VersionMismatch, ContainmentUnavailable) as error:
         print(f"labkit grade: {error}", file=sys.stderr)
         return 2
     print(f"containment: {mode}: {jobs.description}")

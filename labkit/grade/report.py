@@ -183,8 +183,10 @@ def feedback(report: SubmissionReport) -> str:
     if sandbox_warning(report):
         lines.append(f"Sandbox: {report.sandbox}")
     if report.status == "error":
-        why = "grading itself failed (not your notebook)" if report.infrastructure else ""
-        lines += ["", f"Not graded{': ' + why if why else ''}:", *_quote(report.error, "    "), ""]
+        heading = "Not graded"
+        if report.infrastructure:
+            heading += ": grading itself failed (not your notebook)"
+        lines += ["", f"{heading}:", *_quote(report.error, "    "), ""]
         return "\n".join(lines)
     lines[0] += f" (solution {report.solution})"
     if report.mismatch:
