@@ -198,17 +198,7 @@ def main() -> int:
 
         def kubernetes(files: list[Path]) -> None:
             place = Path(tempfile.mkdtemp(dir=base, prefix="pod-"))
-            pod_image = place / "image"
-            shutil.copytree(opt, pod_image / "opt", symlinks=True)
-            for path in [pod_image, *pod_image.rglob("*")]:
-                if not path.is_symlink():
-                    path.chmod(
-                        path.stat().st_mode | 0o055
-                        if path.is_dir()
-                        else path.stat().st_mode | 0o044
-                    )
-            shutil.copytree(COURSE, pod_image / "course" / "solutions")
-            shutil.copytree(models.NOTEBOOKS, pod_image / "course" / "notebooks")
+            pod_image = k8s_model.build_pod_image(opt, place / "image")
             data = place / "data"
             for path in files:
                 (data / "submissions").mkdir(parents=True, exist_ok=True)

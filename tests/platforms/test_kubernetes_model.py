@@ -48,26 +48,25 @@ def env_of(job: dict[str, Any]) -> dict[str, str]:
     return {e["name"]: e["value"] for e in container(job)["env"]}
 
 
-@pytest.fixture(scope="module")
-def pod_image(image: Image, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def build_pod_image(opt: Path, base: Path) -> Path:
     """The Kubernetes image (deploy/k8s/Dockerfile): the same venv of labkit[grade] from the
-    same wheel, readable by every user (the restricted pod's grader is uid 1000), and the
-    course in /course."""
-    base = tmp_path_factory.mktemp("pod-image")
-    shutil.copytree(image.opt, base / "opt", symlinks=True)
+    same wheel (`opt`), readable by every user (the restricted pod's grader is uid 1000), and
+    the course in /course."""
+    shutil.copytree(opt, base / "opt", symlinks=True)
     for path in (base / "opt").rglob("*"):
         if not path.is_symlink():
-            path.chmod(
-                path.stat().st_mode
-                | stat.S_IRGRP
-                | stat.S_IROTH
-                | (stat.S_IXGRP | stat.S_IXOTH if path.is_dir() else 0)
-            )
+            readable = stat.S_IRGRP | stat.S_IROTH
+            path.chmod(path.stat().st_mode | readable | (readable >> 2 if path.is_dir() else 0))
     for name, source in (("solutions", COURSE), ("notebooks", NOTEBOOKS)):
         (base / "course" / name).mkdir(parents=True)
         for notebook in source.glob("*.ipynb"):
             shutil.copy(notebook, base / "course" / name / notebook.name)
     return base
+
+
+@pytest.fixture(scope="module")
+def pod_image(image: Image, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_pod_image(image.opt, tmp_path_factory.mktemp("pod-image"))
 
 
 def pod(kind: str, pod_image: Path, image: Image, data: Path, uid: int) -> Model:
