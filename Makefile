@@ -53,6 +53,17 @@ $(BWRAP):
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -q
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q bubblewrap
 
+# tests/platforms models each platform's confinement with the kernel's own primitives: Debian's
+# python3-seccomp (libseccomp's bindings, for /usr/bin/python3), capsh (libcap2-bin), unshare
+# and setpriv (util-linux), and sudo (a GitHub runner's passwordless sudo).
+PLATFORM_MODELS := /usr/lib/python3/dist-packages/seccomp.cpython-311-x86_64-linux-gnu.so \
+	/usr/sbin/capsh /usr/bin/sudo
+
+$(PLATFORM_MODELS) &:
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -q
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-seccomp \
+		libcap2-bin sudo util-linux python3-venv
+
 demo: $(STAMP)
 	$(BIN)/labkit demo
 
@@ -61,7 +72,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check labkit tests bench
 	$(BIN)/mypy --strict labkit
 
-unit: $(STAMP) $(CHROMIUM) $(BWRAP)
+unit: $(STAMP) $(CHROMIUM) $(BWRAP) $(PLATFORM_MODELS)
 	$(BIN)/python -m pytest -q
 
 # The official MCP conformance suite (npm, pinned in the runner) against

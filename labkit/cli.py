@@ -115,9 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     package.add_argument(
         "--fail-under",
         type=float,
-        default=100.0,
         metavar="PCT",
-        help="github-classroom: the job fails under this score (100)",
+        help="github-classroom: the job also fails under this score (by default a low score "
+        "is a score: the job fails only when grading itself failed)",
     )
     package.set_defaults(run=_run_course_package)
 
@@ -129,11 +129,17 @@ def build_parser() -> argparse.ArgumentParser:
         "CPU and process limits, per-cell and total timeouts), then the exercise's public and "
         "hidden checks run, and the solution's checked outputs are compared with nbval (lax "
         "mode, sanitized). Writes per submission a JSON report and a plain feedback file, plus "
-        "batch.json and class.html (an offline class view) in --out. Exit code 0 when every "
-        "submission was graded (and none scored under --fail-under), 1 otherwise.",
+        "batch.json and class.html (an offline class view) in --out. Each job is contained "
+        "in the --containment mode, which is tried on this machine first and refused, naming "
+        "what is missing, when it cannot be had. Exit code 0 when every submission was graded "
+        "(and none scored under --fail-under); 1 when a submission could not be read or "
+        "matched, or scored under --fail-under; 2 when grading refused to start (bad "
+        "arguments, a containment mode this machine cannot give); 3 when grading itself "
+        "failed for a submission (no job could start, the course's own imports failed): "
+        "nothing is scored for it.",
     )
     grade.add_argument(
-        "submissions", nargs="+", type=Path, metavar="SUBMISSION", help="a .ipynb file or a folder"
+        "submissions", nargs="*", type=Path, metavar="SUBMISSION", help="a .ipynb file or a folder"
     )
     grade.add_argument(
         "--solutions",
@@ -175,10 +181,28 @@ def build_parser() -> argparse.ArgumentParser:
         "--sanitize-with", type=Path, metavar="FILE", help="nbval sanitizer file (regex/replace)"
     )
     grade.add_argument(
+        "--containment",
+        choices=("full", "container", "unconfined"),
+        default="full",
+        help="full (default): bubblewrap namespaces, a cgroup and a uid per job, rlimits, "
+        "Landlock; container: inside a platform's own container per submission or per job "
+        "(Gradescope, a Kubernetes pod, a CI VM): a uid per job via setuid, rlimits, "
+        "Landlock, no namespaces; unconfined: the launcher's rlimits and Landlock only. "
+        "Every report names the mode",
+    )
+    grade.add_argument(
         "--unconfined",
+        action="store_const",
+        const="unconfined",
+        dest="containment",
+        help="the same as --containment unconfined",
+    )
+    grade.add_argument(
+        "--check-containment",
         action="store_true",
-        help="grade without job containment (bubblewrap namespaces, a cgroup and a uid per "
-        "job), which grading otherwise requires; every report then says so",
+        help="try what each containment mode needs on this machine (a real bubblewrap start, a "
+        "job cgroup, setuid to a job uid, the launcher's capabilities, Landlock), print the "
+        "survey and exit: 0 when the --containment mode is available, 1 when it is not",
     )
     grade.add_argument(
         "--as",
@@ -205,6 +229,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="FILE",
         help="also write Gradescope's results.json here (used by the packaged run_autograder)",
+    )
+    grade.add_argument(
+        "--classroom-output",
+        type=Path,
+        metavar="FILE",
+        help="also append GitHub Classroom's autograding result (`result=` base64 JSON, as "
+        "education/autograding-grading-reporter reads it) here ($GITHUB_OUTPUT)",
     )
     grade.add_argument(
         "--summary-md",
@@ -269,10 +300,18 @@ def _without_slow_format_checker() -> None:
 def _run_grade(args: argparse.Namespace) -> int:
     _without_slow_format_checker()
     from labkit.grade import batch, notebooks, outputs
-    from labkit.grade.containment import ContainmentUnavailable
+    from labkit.grade.containment import ContainmentUnavailable, Mode, survey
     from labkit.grade.grader import Course
-    from labkit.grade.kernel import Limits
+    from labkit.grade.kernel import Limits, jobs_for
 
+    mode = Mode(args.containment)
+    if args.check_containment:
+        host = survey()
+        print(host.render(), end="")
+        return 0 if not host.missing(mode) else 1
+    if not args.submissions:
+        print("labkit grade: give the submissions to grade (files or folders)", file=sys.stderr)
+        return 2
     if args.jobs < 1 or args.timeout < 1 or args.total_timeout <= 0:
         print(
             "labkit grade: --jobs, --timeout and --total-timeout must be positive", file=sys.stderr
@@ -298,12 +337,18 @@ def _run_grade(args: argparse.Namespace) -> int:
     files = batch.collect(args.submissions)
     from labkit.grade import classroom, gradescope, shards, version
 
+    shard = None
     if args.shard is not None:
         try:
-            files = shards.Shard.parse(args.shard).select(files)
+            shard = shards.Shard.parse(args.shard)
         except ValueError as error:
             print(f"labkit grade: {error}", file=sys.stderr)
             return 2
+        absent = [str(p) for p in args.submissions if not p.exists()]
+        if absent:  # a volume not mounted, not a class's hand-ins
+            print(f"labkit grade: no such file or folder: {', '.join(absent)}", file=sys.stderr)
+            return 2
+        files = shard.select(files)
     elif not files:
         print("labkit grade: no .ipynb submissions found", file=sys.stderr)
         if args.gradescope_results is not None:
@@ -313,35 +358,52 @@ def _run_grade(args: argparse.Namespace) -> int:
     course_version = version.course_version(args.solutions, learner_copies, course.registry)
     try:
         version.check_reports_folder(args.out, course_version)
-    except version.VersionMismatch as error:
+        jobs = jobs_for(limits, mode)
+    except (version.VersionMismatch, ContainmentUnavailable) as error:
         print(f"labkit grade: {error}", file=sys.stderr)
         return 2
-    try:
-        result = batch.run(
-            files,
-            course,
-            limits=limits,
-            jobs=args.jobs,
-            progress=batch.Progress(len(files)),
-            confined=not args.unconfined,
-            graded_as=args.graded_as,
-        )
-    except ContainmentUnavailable as error:
-        print(f"labkit grade: {error} (or pass --unconfined to grade without it)", file=sys.stderr)
-        return 2
+    print(f"containment: {mode}: {jobs.description}")
+    result = batch.run(
+        files,
+        course,
+        limits=limits,
+        jobs=args.jobs,
+        progress=batch.Progress(len(files)),
+        containment=mode,
+        graded_as=args.graded_as,
+        prepared=jobs,
+    )
     result = version.stamp(result, course_version)
+    code = batch.exit_code(result, args.fail_under)
     if args.gradescope_results is not None:
-        gradescope.write(gradescope.results(result), args.gradescope_results)
-        print(f"sandbox: {result.submissions[0].sandbox if result.submissions else '-'}")
+        if code == batch.GRADER_FAILED:
+            # No results.json: Gradescope shows staff "The autograder failed to execute
+            # correctly" (and they can rerun it), instead of a score of 0 for the learner.
+            args.gradescope_results.unlink(missing_ok=True)
+        else:
+            gradescope.write(gradescope.results(result), args.gradescope_results)
+    if args.classroom_output is not None:
+        under = code == batch.LOW and args.fail_under is not None
+        status = "error" if code == batch.GRADER_FAILED else "fail" if under else "pass"
+        classroom.append_output(result, status, args.classroom_output)
     if args.summary_md is not None:
         classroom.append_summary(result, args.summary_md)
     batch.write(result, args.out, args.junit)
+    if shard is not None:
+        shards.write_marker(shard, args.out)
     print(batch.summary(result))
     print(
         f"reports: {args.out}/{batch.SUBMISSIONS}/ (one per submission), {args.out}/batch.json "
         f"(class view: {args.out / 'class.html'})"
     )
-    return batch.exit_code(result, args.fail_under)
+    if code == batch.GRADER_FAILED:
+        failed = [s for s in result.submissions if s.infrastructure or s.status != "graded"]
+        print(
+            f"labkit grade: grading itself failed for {len(failed)} submission(s); nothing was "
+            "scored for them (see each report's error)",
+            file=sys.stderr,
+        )
+    return code
 
 
 def _run_practice(args: argparse.Namespace) -> int:
@@ -390,6 +452,7 @@ def _run_grade_merge(argv: Sequence[str]) -> int:
 
     args = build_merge_parser().parse_args(list(argv))
     try:
+        shards.complete([(str(d), shards.marker(d)) for d in args.reports])
         merged = shards.merge([(str(d), shards.load(d)) for d in args.reports])
         assert merged.course is not None  # merge refuses reports without one
         version.check_reports_folder(args.out, merged.course)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Final, TextIO
 
 from labkit.grade import classview, report
+from labkit.grade.containment import Jobs, Mode
 from labkit.grade.grader import Course, Runner, grade
 from labkit.grade.kernel import KernelRunner, Limits, jobs_for, sandbox_mode, write_kernelspec
 from labkit.grade.report import BatchReport, SubmissionReport
@@ -71,9 +72,11 @@ def run(
     progress: Progress | None = None,
     graded_as: str | None = None,
     clock: Callable[[], float] = time.monotonic,
-    confined: bool = True,
+    containment: Mode = Mode.FULL,
+    prepared: Jobs | None = None,
 ) -> BatchReport:
-    """Raises `ContainmentUnavailable` when `confined` and this machine cannot contain a job."""
+    """Jobs in `containment` mode (or the `prepared` ones); raises `ContainmentUnavailable`
+    when this machine cannot give that mode."""
     started = clock()
     files = collect(paths)
     work = Path(tempfile.mkdtemp(prefix="labkit-grade-"))
@@ -84,9 +87,10 @@ def run(
         mode = sandbox_mode()
         if runner is None:
             spec = write_kernelspec(work / "spec", limits, sandbox=mode)
-            contained = jobs_for(limits, confined=confined)
+            contained = prepared or jobs_for(limits, containment)
             runner = KernelRunner(spec, limits, clock=clock, jobs=contained)
         sandbox = runner.jobs.description if isinstance(runner, KernelRunner) else ""
+        held: Mode | None = runner.jobs.mode if isinstance(runner, KernelRunner) else None
         bound: Runner = runner
 
         def one(path: Path) -> SubmissionReport:
@@ -104,7 +108,7 @@ def run(
                 )
             if progress is not None:
                 progress.step(path.name)
-            return result
+            return result if held is None else result.model_copy(update={"containment": held})
 
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             reports = list(pool.map(one, files))
@@ -166,9 +170,18 @@ def summary(result: BatchReport) -> str:
     return "\n".join(lines)
 
 
+# Exit codes: 1 is about the submissions (one could not be read or matched, or scored under
+# --fail-under); 3 is about grading itself (a submission could not be graded through no fault
+# of its own), which a platform must show as a failed run, never as a learner's 0.
+LOW: Final = 1
+GRADER_FAILED: Final = 3
+
+
 def exit_code(result: BatchReport, fail_under: float | None = None) -> int:
+    if any(s.infrastructure for s in result.submissions):
+        return GRADER_FAILED
     if result.errors:
-        return 1
+        return LOW
     if fail_under is not None and any(s.percent < fail_under for s in result.submissions):
-        return 1
+        return LOW
     return 0

@@ -75,11 +75,14 @@ def render(batch: BatchReport) -> str:
     )
     subs = "".join(
         f"<tr><td>{esc(s.file)}</td><td class=n>{s.percent:g}%</td>"
-        f"<td>{esc(s.solution or '')}{_flag(s.mismatch)}</td><td>graded</td></tr>"
+        f"<td>{esc(s.solution or '')}{_flag(s.mismatch)}</td><td>graded</td>"
+        f"<td>{esc(s.containment)}</td></tr>"
         if s.status == "graded"
-        else f"<tr><td>{esc(s.file)}</td><td class=n>-</td><td></td><td>{esc(s.error)}</td></tr>"
+        else f"<tr><td>{esc(s.file)}</td><td class=n>-</td><td></td><td>{esc(s.error)}</td>"
+        f"<td>{esc(s.containment)}</td></tr>"
         for s in batch.submissions
     )
+    modes = sorted({s.containment for s in batch.submissions if s.containment})
     charted = (
         f"<h2>Checked outputs (mean over the submissions)</h2>\n"
         f"{_chart(outputs, 'mean score of the checked outputs')}"
@@ -90,13 +93,15 @@ def render(batch: BatchReport) -> str:
 <html lang="en"><head><meta charset="utf-8"><title>labkit grade: class view</title>
 <style>{_STYLE}</style></head><body>
 <h1>Class view</h1>
-<p>{batch.graded} graded, {batch.errors} not graded, mean score {batch.mean_percent:g}%.</p>
+<p>{batch.graded} graded, {batch.errors} not graded, mean score {batch.mean_percent:g}%.
+Containment: {esc(", ".join(modes) or "none")}.</p>
 <h2>Mean score per exercise</h2>
 {_chart(means, "mean score per exercise")}
 {charted}
 <h2>Checks most often failed</h2>
 <table><tr><th>exercise</th><th>check</th><th>failed by</th></tr>{worst}</table>
 <h2>Submissions</h2>
-<table><tr><th>file</th><th>score</th><th>graded as</th><th>status</th></tr>{subs}</table>
+<table><tr><th>file</th><th>score</th><th>graded as</th><th>status</th><th>containment</th></tr>
+{subs}</table>
 </body></html>
 """

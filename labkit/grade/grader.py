@@ -70,7 +70,7 @@ from labkit.course.exercises.trial import (
 )
 from labkit.grade import graded_exercises as ex
 from labkit.grade import notebooks, outputs
-from labkit.grade.containment import UID_PLACEHOLDER, Jobs
+from labkit.grade.containment import KEEP_PLACEHOLDER, UID_PLACEHOLDER, Jobs
 from labkit.grade.kernel import CellRun, CellStatus, Execution, KernelRunner, sandbox_mode
 from labkit.grade.report import (
     OUTPUTS_SECTION,
@@ -79,7 +79,13 @@ from labkit.grade.report import (
     SubmissionReport,
     exercise_score,
 )
-from labkit.grade.worker import WorkerGone, WorkerRunner, plain_spawn, worker_argv
+from labkit.grade.worker import (
+    WorkerGone,
+    WorkerNotStarted,
+    WorkerRunner,
+    plain_spawn,
+    worker_argv,
+)
 
 SETUP_ID: Final = "setup"
 _B: Final = "__labkit_builtins__"
@@ -128,6 +134,15 @@ _NOT_RUN: Final = {
     CellStatus.DEAD: "did not run: the kernel died (os._exit, a crash or a resource limit)",
     CellStatus.ERROR: "did not run: the cell raised",
 }
+
+
+# A locked setup cell that fails to import: the grading environment lacks what the course
+# imports (a package of the `grade` extra), which no submission can cause.
+_MISSING_PACKAGE: Final = ("ModuleNotFoundError", "ImportError")
+
+
+class GradingFailed(Exception):
+    """Grading itself failed for this submission (not the learner's doing): "not graded"."""
 
 
 class Runner(Protocol):
@@ -195,6 +210,7 @@ class JobWorkers:
             sandbox=self.sandbox,
             python=self.python,
             user=UID_PLACEHOLDER,
+            keep=KEEP_PLACEHOLDER,
         )
         with self.jobs.job(scratch) as job:
 
@@ -308,17 +324,26 @@ def grade(
         execution = runner.run(scratch, sources)
         if not execution.started:
             return SubmissionReport.failed(
-                path.name, f"{path.name}: {execution.problem}", clock() - started
+                path.name,
+                f"{path.name}: {execution.problem}",
+                clock() - started,
+                infrastructure=True,
             )
+        mine = [execution.cells[i] for i in at]
         scores: dict[str, list[CheckScore]] = {}
         passed: dict[str, bool] = {}
-        for exercise in exercises:
-            results = check_exercise(course, exercise, worker_sources, workers, area)
-            scores[exercise.id] = [_score(exercise.id, r) for r in results]
-            passed[exercise.id] = any(r.outcome is Outcome.PASSED for r in results)
+        try:
+            _setup_imported(cells, restored.kinds, mine)
+            for exercise in exercises:
+                results = check_exercise(course, exercise, worker_sources, workers, area)
+                scores[exercise.id] = [_score(exercise.id, r) for r in results]
+                passed[exercise.id] = any(r.outcome is Outcome.PASSED for r in results)
+        except GradingFailed as error:
+            return SubmissionReport.failed(
+                path.name, f"{path.name}: {error}", clock() - started, infrastructure=True
+            )
     finally:
         shutil.rmtree(area, ignore_errors=True)
-    mine = [execution.cells[i] for i in at]
     notices += _cell_notices(cells, mine)
     output_scores = _output_scores(checked, cells, mine, course, execution, exercises, passed)
     if output_scores:
@@ -358,6 +383,8 @@ def check_exercise(
     with workers.runner(scratch, sources) as worker:
         try:
             defined = worker.start()
+        except WorkerNotStarted as error:
+            raise GradingFailed(str(error)) from None
         except WorkerGone as error:
             return [_not_run(exercise, c, str(error)) for c in checks]
         settings = CheckSettings(call_timeout=workers.call_timeout, tmp_parent=scratch)
@@ -408,6 +435,23 @@ class _Guarded:
 
     def end_check(self) -> None:
         self._worker.end_check()
+
+
+def _setup_imported(
+    cells: Sequence[NotebookNode], kinds: Sequence[str], runs: Sequence[CellRun]
+) -> None:
+    """`GradingFailed` when the course's setup cell (locked, and run before any cell of the
+    learner's) could not import what it imports."""
+    for cell, kind, run in zip(cells, kinds, runs, strict=False):
+        if kind != "locked":
+            return  # the learner's code ran first: whatever follows is the submission's
+        if cell.get("id") == SETUP_ID:
+            if run.status is CellStatus.ERROR and run.ename in _MISSING_PACKAGE:
+                raise GradingFailed(
+                    f"the course's setup cell could not import what it needs ({run.ename}: "
+                    f"{run.evalue}): install labkit with its `grade` extra where grading runs"
+                )
+            return
 
 
 def _not_run(exercise: Exercise, check: Check, why: str) -> CheckResult:

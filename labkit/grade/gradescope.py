@@ -2,16 +2,24 @@
 
 Owns: the model of Gradescope's results specification (`GradescopeResults`, `GradescopeTest`),
 turning a batch report into results (one test per check; hidden checks `after_published`,
-public checks and checked outputs `visible`; the submission-wide `output` never quotes a hidden
-check's message), the results for a submission that could not be graded at all, and the zip:
-`setup.sh`, `run_autograder`, labkit's wheel, `solutions/`, `notebooks/` and `course.json`.
+public checks and checked outputs `visible`; the submission-wide `output` counts and quotes
+only what is visible before grades are published; how the submission was contained in a test
+only staff see and in `extra_data`), the results for a submission without a notebook, and the
+zip: `setup.sh`, `run_autograder`, labkit's wheel, `solutions/`, `notebooks/` and
+`course.json`.
+
+Gradescope runs each submission in a Docker container as root with Docker's defaults (no
+namespaces, cgroupfs read-only, 14 capabilities): `run_autograder` grades in container mode
+(`labkit.grade.containment`). When grading itself fails, no results.json is written at all:
+Gradescope then shows staff "The autograder failed to execute correctly" and they can rerun
+it, where a results.json would have given the learner a 0.
 
 Where the solutions live in the container, and why the submission cannot read them: Gradescope
-unpacks the zip into `/autograder/source`; `setup.sh` makes that tree root-only. The learner's
-code runs in the grader's confined kernel, which may write its scratch folder and read the
-Python installation (the venv in `/opt/labkit` and the system's `/usr`), minus `labkit/grade/`
-where the hidden checks live, and nothing else: `/autograder/source/solutions` is outside every
-path it is granted. The hidden checks reach the kernel as code in a cell, never as a file.
+unpacks the zip into `/autograder/source`; `setup.sh` makes that tree, and the hidden checks in
+the installed labkit, root's alone. The learner's code runs as a job uid of its own, under
+Landlock, which grants its scratch folder and the Python installation (the venv in
+`/opt/labkit` and the system's `/usr`) minus `labkit/grade/`, and nothing else. The hidden
+checks reach the learner's process as calls, never as a file.
 
 Must not import nbclient, nbval or the kernel runner.
 """
@@ -27,6 +35,7 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from labkit.grade import report
 from labkit.grade.report import BatchReport, CourseVersion, GradedOutcome, SubmissionReport
 from labkit.grade.wheel import build_wheel
 
@@ -106,14 +115,36 @@ def _tests(sub: SubmissionReport) -> list[GradescopeTest]:
 
 
 def _summary(sub: SubmissionReport) -> list[str]:
+    """What the learner sees before grades are published: the visible checks' points only."""
     if sub.status != "graded":
         return [f"{sub.file}: not graded: {sub.error}"]
-    hidden = sum(c.hidden for e in sub.exercises for c in e.checks)
-    lines = [f"{sub.file}: {sub.points:g}/{sub.max_points:g} points ({sub.percent:g}%)"]
+    checks = [c for e in sub.exercises for c in e.checks]
+    shown = [c for c in checks if not c.hidden]
+    hidden = [c for c in checks if c.hidden]
+    points, most = sum(c.points for c in shown), sum(c.max_points for c in shown)
+    lines = [f"{sub.file}: {points:g}/{most:g} points on the checks shown now"]
+    if report.sandbox_warning(sub):
+        lines.append(f"  Sandbox: {sub.sandbox}")
     lines += [f"  - {notice}" for notice in sub.notices]
     if hidden:
-        lines.append(f"  {hidden} hidden checks: their results appear when grades are published.")
+        lines.append(
+            f"  {len(hidden)} hidden checks ({sum(c.max_points for c in hidden):g} more points): "
+            "their results appear when grades are published."
+        )
     return lines
+
+
+def _environment(batch: BatchReport) -> GradescopeTest:
+    """How the submission was contained, for staff only (visibility "hidden")."""
+    said = sorted({f"{s.containment or '-'}: {s.sandbox or '-'}" for s in batch.submissions})
+    return GradescopeTest(
+        name="labkit: grading environment",
+        score=0.0,
+        max_score=0.0,
+        status="passed",
+        output="containment " + "\n".join(said),
+        visibility="hidden",
+    )
 
 
 def results(batch: BatchReport) -> GradescopeResults:
@@ -125,12 +156,17 @@ def results(batch: BatchReport) -> GradescopeResults:
         execution_time=round(batch.seconds, 2),
         output="\n".join(lines) + "\n",
         stdout_visibility="hidden",
-        tests=[t for sub in batch.submissions for t in _tests(sub)],
+        tests=[*(t for sub in batch.submissions for t in _tests(sub)), _environment(batch)],
+        extra_data={
+            "containment": sorted({s.containment for s in batch.submissions if s.containment}),
+            "sandbox": sorted({s.sandbox for s in batch.submissions if s.sandbox}),
+        },
     )
 
 
 def problem(message: str, seconds: float = 0.0) -> GradescopeResults:
-    """Results for a submission that could not be graded at all: score 0 and why."""
+    """Results for a submission that holds nothing to grade (no notebook): score 0 and why.
+    Never for a failure of grading itself: then no results are written."""
     return GradescopeResults(
         score=0.0,
         execution_time=round(seconds, 2),
@@ -147,8 +183,11 @@ def write(result: GradescopeResults, path: Path) -> None:
 
 SETUP_SH: Final = r"""#!/usr/bin/env bash
 # Gradescope runs this once, as root, on its Ubuntu base image, when it builds the autograder.
-# It installs labkit (the wheel in this zip, with its grading extra) into /opt/labkit, the
-# sandbox's system package (bubblewrap), and a Python >= 3.11 when the image's is older.
+# labkit needs Python 3.11 or newer: on Ubuntu 22.04 (Gradescope's default, whose python3 is
+# 3.10) it installs Ubuntu's python3.11 and python3.11-venv (universe); where python3 is 3.11 or
+# newer (Ubuntu 24.04) it uses that. Then labkit (the wheel in this zip, with its `grade` extra:
+# what every notebook's setup cell imports) goes into a venv in /opt/labkit, readable by every
+# user, as each job's uid must run it; the course material and the hidden checks are root's.
 set -euo pipefail
 SOURCE="${AUTOGRADER_ROOT:-/autograder}/source"
 export DEBIAN_FRONTEND=noninteractive
@@ -163,14 +202,19 @@ fi
 WHEEL="$(ls "$SOURCE"/labkit-*-py3-none-any.whl)"
 /opt/labkit/bin/python -m pip install --quiet "labkit[grade] @ file://$WHEEL"
 ln -sf /opt/labkit/bin/labkit /usr/local/bin/labkit
-# The course material is root's alone; the grading kernel is confined away from it besides.
-chmod -R go-rwx "$SOURCE"
+HIDDEN="$(/opt/labkit/bin/python -c 'import labkit.grade.hidden as h; print(h.__path__[0])')"
+chmod -R go-rwx "$SOURCE" "$HIDDEN"
 labkit --help > /dev/null
+/opt/labkit/bin/python --version
 """
 
 RUN_AUTOGRADER: Final = r"""#!/usr/bin/env bash
-# Gradescope runs this once per submission, as root. It grades every notebook of the
-# submission against the packaged solutions and hidden checks and writes results.json.
+# Gradescope runs this once per submission, as root, in a fresh Docker container of its own
+# (no namespaces, cgroupfs read-only, Docker's 14 capabilities): labkit grades in container
+# mode there (a uid of its own per job, rlimits, Landlock). It grades every notebook of the
+# submission against the packaged solutions and hidden checks into results.json. When grading
+# itself fails, it writes no results.json and exits non-zero: Gradescope then shows staff "The
+# autograder failed to execute correctly" and they can rerun it; the learner gets no 0 for it.
 # AUTOGRADER_ROOT (default /autograder) is the root; `labkit` is found on PATH.
 set -uo pipefail
 ROOT="${AUTOGRADER_ROOT:-/autograder}"
@@ -183,16 +227,15 @@ mapfile -d '' found < <(find "$ROOT/submission" -type f -name '*.ipynb' \
 # No notebook at all: grading the folder itself reports that in results.json.
 [ "${#found[@]}" -gt 0 ] || found=("$ROOT/submission")
 work="$(mktemp -d)"
-labkit grade "${found[@]}" --solutions "$SOURCE/solutions" --learner-copies "$SOURCE/notebooks" \
-  --out "$work" --gradescope-results "$RESULTS/results.json"
+labkit grade "${found[@]}" --containment container --solutions "$SOURCE/solutions" \
+  --learner-copies "$SOURCE/notebooks" --out "$work" --gradescope-results "$RESULTS/results.json"
+code=$?
 rm -rf "$work"
 if [ ! -s "$RESULTS/results.json" ]; then
-  cat > "$RESULTS/results.json" <<'JSON'
-{"score": 0.0, "execution_time": 0.0, "stdout_visibility": "hidden", "tests": [],
- "output": "The autograder failed before grading your submission (see its output).\n"}
-JSON
-  echo "labkit grade wrote no results.json (is labkit installed and on PATH?)" >&2
-  exit 1
+  echo "labkit grade wrote no results.json (exit $code): grading itself failed, see above." \
+    "No score was written; rerun the autograder once the cause is fixed."
+  [ "$code" -ne 0 ] || code=1
+  exit "$code"
 fi
 exit 0
 """

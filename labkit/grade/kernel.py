@@ -4,9 +4,9 @@ Owns: the grading kernelspec (argv starts with `labkit.grade.launcher`, which ap
 limits and Landlock before ipykernel starts), the kernel's environment, and the run itself:
 nbclient with a per-cell timeout that interrupts the kernel, a total deadline, and a dead
 kernel turning every later cell into "did not run" (never "passed", nbgrader #427). Each run
-is one job of `containment` (its own network, PID and mount namespaces, cgroup and uid; the
-kernel talks to the grader over IPC sockets in the scratch directory), unless the runner is
-given `Unconfined` jobs.
+is one job of `containment`, in the mode grading asked for (full: its own network, PID and
+mount namespaces, cgroup and uid; container: its own uid inside the platform's container;
+unconfined: neither); the kernel talks to the grader over IPC sockets in the scratch directory.
 
 The runner knows nothing about notebooks, solutions or checks: it takes a scratch directory
 (the kernel's working directory, the only place it may write) and a list of code strings,
@@ -41,12 +41,16 @@ from nbformat.v4 import new_code_cell, new_notebook, new_output
 
 from labkit.grade.containment import (
     KERNEL_MODULE,
+    ContainerJobs,
     Containment,
     ContainmentUnavailable,
     Job,
     Jobs,
+    Mode,
+    Survey,
     Unconfined,
     launcher_argv,
+    survey,
 )
 from labkit.grade.containment import Limits as Limits  # one submission's limits are its job's
 
@@ -138,12 +142,13 @@ def landlock_label(abi: Callable[[], int] = landlockpy.abi_version) -> str:
     return f"landlock(abi {version})" if version >= 1 else "no landlock"
 
 
-def jobs_for(limits: Limits, *, confined: bool = True) -> Jobs:
-    """Confined jobs (raises `ContainmentUnavailable` naming what this machine lacks), or,
-    only when asked, unconfined ones."""
-    if confined:
-        return Containment(limits, landlock=landlock_label())
-    return Unconfined(limits, landlock=landlock_label())
+def jobs_for(limits: Limits, mode: Mode = Mode.FULL, host: Survey | None = None) -> Jobs:
+    """Jobs in `mode`, after trying on this machine what it needs (`survey`); raises
+    `ContainmentUnavailable` naming what is missing. Unconfined only when asked."""
+    if mode is Mode.UNCONFINED:
+        return Unconfined(limits, landlock=landlock_label())
+    made = Containment if mode is Mode.FULL else ContainerJobs
+    return made(limits, host=host or survey(), landlock=landlock_label())
 
 
 def write_kernelspec(

@@ -1,7 +1,8 @@
 """The grading kernel's first instructions: limits, an unprivileged user, Landlock, then ipykernel.
 
     python -m labkit.grade.launcher --memory BYTES --cpu SECONDS --nproc N --fsize BYTES
-        [--user UID] [--sandbox required|best_effort|off] [--module NAME] -- ARGS...
+        [--user UID] [--keep CAP,...] [--sandbox required|best_effort|off] [--module NAME]
+        -- ARGS...
 
 Owns: what a learner's code may touch from inside its job. The grader starts every job process
 here (`containment.launcher_argv`: the kernel's kernelspec, and any other process of a job),
@@ -10,9 +11,11 @@ process, before ipykernel (or `--module`) and before any thread exists, and:
 
 1. sets resource limits (address space, CPU seconds, processes, file size, no core dumps), so
    a 6 GB allocation becomes `MemoryError`, a CPU hog is killed, a fork bomb stops;
-2. when started as root, becomes `--user` (the job's own uid; nobody when unconfined) with no
-   capability but read-search (the kernel exempts uid 0 from the process-count limit whatever
-   its capabilities; see `become`);
+2. when started as root, becomes `--user` (the job's own uid; nobody when unconfined) keeping
+   no capability but those `--keep` names (read-search in full mode, none in container mode;
+   the kernel exempts uid 0 from the process-count limit whatever its capabilities; see
+   `become`), and offers itself first to the out-of-memory killer, so that in a platform's
+   memory-limited container a learner's allocation ends the job, not the grader;
 3. applies Landlock: read-write on the scratch directory (the working directory) only;
    read-only on the Python installation and a few system files, *except* `labkit/grade/`
    (the hidden checks' source); no TCP; no signals or abstract sockets outside the kernel;
@@ -30,7 +33,9 @@ code and everything it imports is loaded before the restriction.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
+import errno
 import os
 import resource
 import runpy
@@ -55,7 +60,50 @@ _PR_CAP_AMBIENT: Final = 47
 _PR_CAP_AMBIENT_RAISE: Final = 2
 _PR_CAP_AMBIENT_CLEAR_ALL: Final = 4
 _PR_SET_KEEPCAPS: Final = 8
-_CAP_DAC_READ_SEARCH: Final = 2
+# Capability numbers (linux/capability.h), in order: bit N of a capability mask is NAMES[N].
+CAPABILITY_NAMES: Final = [
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "DAC_READ_SEARCH",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "SETGID",
+    "SETUID",
+    "SETPCAP",
+    "LINUX_IMMUTABLE",
+    "NET_BIND_SERVICE",
+    "NET_BROADCAST",
+    "NET_ADMIN",
+    "NET_RAW",
+    "IPC_LOCK",
+    "IPC_OWNER",
+    "SYS_MODULE",
+    "SYS_RAWIO",
+    "SYS_CHROOT",
+    "SYS_PTRACE",
+    "SYS_PACCT",
+    "SYS_ADMIN",
+    "SYS_BOOT",
+    "SYS_NICE",
+    "SYS_RESOURCE",
+    "SYS_TIME",
+    "SYS_TTY_CONFIG",
+    "MKNOD",
+    "LEASE",
+    "AUDIT_WRITE",
+    "AUDIT_CONTROL",
+    "SETFCAP",
+    "MAC_OVERRIDE",
+    "MAC_ADMIN",
+    "SYSLOG",
+    "WAKE_ALARM",
+    "BLOCK_SUSPEND",
+    "AUDIT_READ",
+    "PERFMON",
+    "BPF",
+    "CHECKPOINT_RESTORE",
+]
 _LINUX_CAPABILITY_VERSION_3: Final = 0x20080522
 _FILE_RIGHTS: Final = (
     AccessFS.EXECUTE | AccessFS.WRITE_FILE | AccessFS.READ_FILE | AccessFS.TRUNCATE
@@ -81,7 +129,9 @@ def python_roots() -> list[Path]:
         *SYSTEM_READ_ONLY,
         *EXTRA_READ_ONLY,
     ]
-    return _distinct(Path(os.path.abspath(p)) for p in candidates if os.path.exists(p))
+    # Real paths: a venv's `lib64` is a link to its `lib`, and a rule on a link's path holds
+    # for its target, so granting `lib64/.../site-packages` would grant `labkit/grade/` too.
+    return _distinct(Path(os.path.realpath(p)) for p in candidates if os.path.exists(p))
 
 
 def _distinct(paths: Iterable[Path]) -> list[Path]:
@@ -104,8 +154,11 @@ def readable_rules(roots: Sequence[Path], protected: Path) -> list[tuple[Path, A
         for part in protected.relative_to(root).parts:
             step = current / part
             for child in sorted(current.iterdir()):
-                if child != step:
-                    rules.append((child, READ_ONLY))
+                target = child.resolve()  # a rule holds for what a link points to
+                if child == step or target == protected or protected.is_relative_to(target):
+                    continue  # a link back up the way (a venv's lib64 -> lib) grants nothing
+                if not target.is_relative_to(protected):
+                    rules.append((target, READ_ONLY))
             current = step
     return rules
 
@@ -137,40 +190,47 @@ def tasks_of(uid: int) -> int:
     return count
 
 
-def become(uid: int, scratch: Path) -> None:
-    """From root to `uid`, keeping one capability: CAP_DAC_READ_SEARCH.
+def become(uid: int, scratch: Path, keep: Sequence[str] = ("dac_read_search",)) -> None:
+    """From root to `uid`, keeping only the capabilities `keep` names (lower case, no `cap_`).
 
     Why not stay root without capabilities: the kernel never applies RLIMIT_NPROC to uid 0
     (fork() exempts the initial user outright), so a fork bomb would run free. Why keep
-    CAP_DAC_READ_SEARCH: the interpreter may live where only root can look (`/root/.pyenv`);
-    the capability bypasses read permissions only, and Landlock still decides every open,
-    open_by_handle_at included (it answers EACCES outside the granted paths). The scratch
-    tree is handed to `uid` so the learner's code can write there; the bounding set is
-    emptied so nothing is regained through exec (Landlock also sets no_new_privs). The one
-    capability is also ambient, so the processes a submission starts (Python interpreters,
-    like exercise 1's racers) can reach the same interpreter and their scratch copy, under
-    the same Landlock rules, and nothing more."""
+    CAP_DAC_READ_SEARCH in full mode: the interpreter may live where only root can look
+    (`/root/.pyenv`); the capability bypasses read permissions only, and Landlock still
+    decides every open, open_by_handle_at included (it answers EACCES outside the granted
+    paths). Container mode keeps nothing: a platform's container (Docker's default set) has
+    no read-search to keep, and its interpreter is readable by every user. The scratch tree
+    is handed to `uid` so the learner's code can write there; the bounding set is emptied so
+    nothing is regained through exec (Landlock also sets no_new_privs). A kept capability is
+    also ambient, so the processes a submission starts (Python interpreters, like exercise
+    1's racers) reach the same interpreter and their scratch copy, under the same Landlock
+    rules, and nothing more."""
+    kept = [CAPABILITY_NAMES.index(name.upper()) for name in keep]
     for directory, dirs, files in os.walk(scratch):
         os.chown(directory, uid, uid)
         for name in (*dirs, *files):
             os.chown(os.path.join(directory, name), uid, uid, follow_symlinks=False)
     libc = ctypes.CDLL(None, use_errno=True)
     for cap in range(64):
-        if cap != _CAP_DAC_READ_SEARCH and libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-            break  # EINVAL: past the last capability this kernel knows
+        dropped = cap in kept or libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) == 0
+        if not dropped and ctypes.get_errno() == errno.EINVAL:
+            break  # past the last capability this kernel knows
     libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     libc.prctl(_PR_SET_KEEPCAPS, 1, 0, 0, 0)
     os.setgroups([])
     os.setgid(uid)
     os.setuid(uid)
     header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
-    keep = 1 << _CAP_DAC_READ_SEARCH
-    # Two 32-bit words of (effective, permitted, inheritable); the capability is in word 0.
-    data = (ctypes.c_uint32 * 6)(keep, keep, keep, 0, 0, 0)
+    mask = sum(1 << cap for cap in kept)
+    low, high = mask & 0xFFFFFFFF, mask >> 32
+    # Two 32-bit words of (effective, permitted, inheritable).
+    data = (ctypes.c_uint32 * 6)(low, low, low, high, high, high)
     if libc.capset(ctypes.byref(header), ctypes.byref(data)) != 0:
         raise LaunchError(f"could not set capabilities: {os.strerror(ctypes.get_errno())}")
-    if libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_RAISE, _CAP_DAC_READ_SEARCH, 0, 0) != 0:
-        raise LaunchError(f"could not keep read-search: {os.strerror(ctypes.get_errno())}")
+    for cap in kept:
+        if libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_RAISE, cap, 0, 0) != 0:
+            name = CAPABILITY_NAMES[cap].lower()
+            raise LaunchError(f"could not keep {name}: {os.strerror(ctypes.get_errno())}")
 
 
 def confine(scratch: Path, mode: str) -> str:
@@ -203,13 +263,21 @@ def _allow(ruleset: landlockpy.Ruleset, path: Path, access: AccessFS) -> None:
 
 
 def flags(
-    *, memory: int, cpu: int, nproc: int, fsize: int, sandbox: str, user: str | None = None
+    *,
+    memory: int,
+    cpu: int,
+    nproc: int,
+    fsize: int,
+    sandbox: str,
+    user: str | None = None,
+    keep: str | None = None,
 ) -> list[str]:
     """The options `parse` reads, for a command that starts a job process (the kernel's
     launcher, or a check worker, which parses them itself)."""
     argv = [f"--memory={memory}", f"--cpu={cpu}", f"--nproc={nproc}", f"--fsize={fsize}"]
     argv.append(f"--sandbox={sandbox}")
-    return argv if user is None else [*argv, f"--user={user}"]
+    argv += [] if user is None else [f"--user={user}"]
+    return argv if keep is None else [*argv, f"--keep={keep}"]
 
 
 def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -219,10 +287,24 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--nproc", type=int, required=True)
     parser.add_argument("--fsize", type=int, required=True)
     parser.add_argument("--user", type=int, default=NOBODY, help="uid to become when root")
+    parser.add_argument(
+        "--keep",
+        type=_capability_list,
+        default=("dac_read_search",),
+        help="capabilities kept when root becomes --user (comma-separated; empty: none)",
+    )
     parser.add_argument("--sandbox", choices=("required", "best_effort", "off"), default="required")
     parser.add_argument("--module", default="ipykernel_launcher", help="what to run as __main__")
     split = list(argv).index("--") if "--" in argv else len(argv)
     return parser.parse_args(list(argv[:split])), list(argv[split + 1 :])
+
+
+def _capability_list(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip().lower() for name in text.split(",") if name.strip())
+    unknown = [n for n in names if n.upper() not in CAPABILITY_NAMES]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown capability: {', '.join(unknown)}")
+    return names
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -236,8 +318,10 @@ def prepare(args: argparse.Namespace) -> str:
     """Steps 1 to 3 in this process (the kernel, or a check worker), in the working directory
     as scratch; returns what Landlock did."""
     scratch = Path.cwd()
+    with contextlib.suppress(OSError):  # the learner's job, not the grader, is the one to end
+        Path("/proc/self/oom_score_adj").write_text("1000", encoding="ascii")
     if os.geteuid() == 0:
-        become(args.user, scratch)
+        become(args.user, scratch, args.keep)
     set_limits(args.memory, args.cpu, args.nproc, args.fsize)
     # Everything IPython would write under $HOME goes to the scratch copy instead.
     for name in ("HOME", "IPYTHONDIR", "JUPYTER_RUNTIME_DIR", "MPLCONFIGDIR", "TMPDIR"):

@@ -110,12 +110,22 @@ class SubmissionReport(BaseModel):
     exercises: list[ExerciseScore] = []
     notices: list[Text] = []
     sandbox: Line = ""
+    # The containment mode the jobs ran in (labkit/grade/containment.py: full, container,
+    # unconfined); "" in a report made without jobs.
+    containment: Literal["full", "container", "unconfined", ""] = ""
+    # Not graded because grading itself failed (no job could start, the course's own setup
+    # imports failed, a check worker died before the learner's code ran): not the learner's 0.
+    infrastructure: bool = False
     seconds: float = 0.0
     course: CourseVersion | None = None  # course version (labkit/grade/version.py)
 
     @classmethod
-    def failed(cls, file: str, error: str, seconds: float = 0.0) -> SubmissionReport:
-        return cls(file=file, status="error", error=error, seconds=seconds)
+    def failed(
+        cls, file: str, error: str, seconds: float = 0.0, *, infrastructure: bool = False
+    ) -> SubmissionReport:
+        return cls(
+            file=file, status="error", error=error, seconds=seconds, infrastructure=infrastructure
+        )
 
 
 class BatchReport(BaseModel):
@@ -168,10 +178,15 @@ def _quote(text: str, indent: str) -> list[str]:
 def feedback(report: SubmissionReport) -> str:
     """The learner's plain-text feedback."""
     lines = [f"labkit grade: {report.file}"]
+    if report.containment:
+        lines.append(f"Containment: {report.containment}")
     if sandbox_warning(report):
         lines.append(f"Sandbox: {report.sandbox}")
     if report.status == "error":
-        lines += ["", "Not graded:", *_quote(report.error, "    "), ""]
+        heading = "Not graded"
+        if report.infrastructure:
+            heading += ": grading itself failed (not your notebook)"
+        lines += ["", f"{heading}:", *_quote(report.error, "    "), ""]
         return "\n".join(lines)
     lines[0] += f" (solution {report.solution})"
     if report.mismatch:
@@ -217,6 +232,10 @@ def junit(reports: Sequence[SubmissionReport]) -> str:
     suites = ET.Element("testsuites", name="labkit grade")
     for report in reports:
         suite = ET.SubElement(suites, "testsuite", name=clean_line(report.file))
+        if report.containment:
+            properties = ET.SubElement(suite, "properties")
+            for name, value in (("containment", report.containment), ("sandbox", report.sandbox)):
+                ET.SubElement(properties, "property", name=f"labkit.{name}", value=clean(value))
         cases = failures = errors = 0
         if report.status == "error":
             case = ET.SubElement(

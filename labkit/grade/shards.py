@@ -2,9 +2,10 @@
 
 Owns: `Shard` (`--shard I/N`, I counted from 0 like a Kubernetes `JOB_COMPLETION_INDEX`), the
 selection rule (sha256 of the file's name, modulo N: a file stays in its shard when others are
-added or removed, and no shard needs to see the others' files), and `merge`: one batch from
-shard batches, refusing a submission graded in two shards, a report without a course version
-and reports of two course versions.
+added or removed, and no shard needs to see the others' files), the marker a shard's reports
+folder carries (`shard.json`: its I and N), and `merge`: one batch from shard batches, refusing
+a submission graded in two shards, a report without a course version, reports of two course
+versions, and a set of shard folders with a shard missing (named, so its pod can be rerun).
 
 Must not import nbclient, nbval or the kernel runner.
 """
@@ -12,6 +13,7 @@ Must not import nbclient, nbval or the kernel runner.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -54,6 +56,48 @@ class Shard:
 
     def __str__(self) -> str:
         return f"{self.index}/{self.count}"
+
+
+MARKER = "shard.json"
+
+
+def write_marker(shard: Shard, folder: Path) -> None:
+    """Mark `folder` (a `labkit grade --shard I/N --out` folder) as shard I of N."""
+    folder.mkdir(parents=True, exist_ok=True)
+    marker = {"index": shard.index, "count": shard.count}
+    (folder / MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
+
+
+def marker(folder: Path) -> Shard | None:
+    """The shard a reports folder holds, or None for a folder graded without `--shard`."""
+    try:
+        data = json.loads((folder / MARKER).read_text(encoding="utf-8"))
+        return Shard(int(data["index"]), int(data["count"]))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError):
+        raise MergeError(f"{folder / MARKER}: not a shard marker") from None
+
+
+def complete(found: Sequence[tuple[str, Shard | None]]) -> None:
+    """Refuse shard folders that do not make one whole class: every shard I of N once."""
+    marked = [(name, s) for name, s in found if s is not None]
+    if not marked:
+        return
+    unmarked = [name for name, s in found if s is None]
+    if unmarked:
+        raise MergeError(f"{', '.join(unmarked)}: not a shard's reports, unlike the others")
+    counts = {s.count for _, s in marked}
+    if len(counts) > 1:
+        raise MergeError(f"shards of different counts: {', '.join(f'{n}: {s}' for n, s in marked)}")
+    (count,) = counts
+    missing = sorted(set(range(count)) - {s.index for _, s in marked})
+    if missing:
+        named = ", ".join(f"{i}/{count}" for i in missing)
+        raise MergeError(
+            f"shard {named} missing: no reports folder of it was given (its job failed or has "
+            "not finished); rerun it, then merge again"
+        )
 
 
 def load(folder: Path) -> BatchReport:

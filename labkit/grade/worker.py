@@ -113,6 +113,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     protocol = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
+    # Confined and ready, before any learner code: a worker that never says so failed to start
+    # for a reason of the grading environment (`WorkerNotStarted`), not of the submission.
+    protocol.write(json.dumps({"ready": True}) + "\n")
+    protocol.flush()
     serve(sys.stdin, protocol)
 
 
@@ -141,19 +145,24 @@ def worker_argv(
     sandbox: str,
     python: str = sys.executable,
     user: str | None = None,
+    keep: str | None = None,
 ) -> list[str]:
     """The command of a check worker: the launcher's options (`launcher.flags`), which the
     worker applies itself before it reads a line."""
     from labkit.grade import launcher
 
     options = launcher.flags(
-        memory=memory, cpu=cpu, nproc=nproc, fsize=fsize, sandbox=sandbox, user=user
+        memory=memory, cpu=cpu, nproc=nproc, fsize=fsize, sandbox=sandbox, user=user, keep=keep
     )
     return [python, "-P", "-m", "labkit.grade.worker", *options]
 
 
 class WorkerGone(Exception):
     pass
+
+
+class WorkerNotStarted(WorkerGone):
+    """The worker ended before it was confined and ready: no learner code had run in it."""
 
 
 class _Worker:
@@ -231,6 +240,16 @@ class WorkerRunner:
 
     def _start(self) -> _Worker:
         worker = _Worker(self._spawn(self._argv, self._scratch))
+        try:
+            ready = worker.receive(self._start_timeout)
+        except (WorkerGone, ValueError) as error:
+            worker.kill()
+            raise WorkerNotStarted(f"the check worker did not start ({error})") from None
+        if ready is None or not ready.get("ready"):
+            worker.kill()
+            raise WorkerNotStarted(
+                f"the check worker was not ready within {self._start_timeout:g} s"
+            )
         try:
             reply = worker.request({"op": "define", "sources": self._sources}, self._start_timeout)
         except (WorkerGone, ValueError) as error:

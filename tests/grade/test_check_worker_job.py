@@ -78,15 +78,26 @@ def test_the_worker_runs_in_a_confined_job(scratch: Path) -> None:
         assert ask("connect") == "OSError"  # no network namespace to send from
 
 
-def test_a_worker_that_cannot_start_fails_every_check_as_did_not_run(
-    scratch: Path, tmp_path: Path
-) -> None:
+def test_a_worker_that_cannot_start_is_grading_that_failed_not_a_score(scratch: Path) -> None:
+    """No learner code ran: the checks are not scored 0, the submission is not graded."""
     workers = grader.JobWorkers(
         jobs_for(TEST_LIMITS), sandbox=sandbox_mode(), python="/nonexistent/python"
     )
     course = grader.Course.load(FIXTURES)
     exercise = course.registry["ex2"]
     answer = "def url_elicitation(*args):\n    return {}\n"
+    with pytest.raises(grader.GradingFailed, match="the check worker did not start"):
+        grader.check_exercise(course, exercise, [answer], workers, scratch)
+
+
+def test_a_worker_whose_answer_cells_end_it_fails_every_check_as_did_not_run(
+    scratch: Path,
+) -> None:
+    """The learner's own code ended the worker: every check "did not run", 0 points."""
+    workers = grader.JobWorkers(jobs_for(TEST_LIMITS), sandbox=sandbox_mode())
+    course = grader.Course.load(FIXTURES)
+    exercise = course.registry["ex2"]
+    answer = "import os\nos._exit(0)\n"
     results = grader.check_exercise(course, exercise, [answer], workers, scratch)
     assert {r.outcome for r in results} == {Outcome.DID_NOT_RUN}
     assert len(results) == len(EXERCISES["ex2"].checks) + len(exercise.checks())

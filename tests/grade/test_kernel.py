@@ -12,6 +12,7 @@ import pytest
 import labkit
 from grade.grade_helpers import FIXTURES
 from labkit.grade import launcher
+from labkit.grade.containment import Mode
 from labkit.grade.kernel import (
     MAX_OUTPUT,
     STUCK,
@@ -44,7 +45,7 @@ def test_reads_and_writes_outside_the_scratch_copy_fail(
 ) -> None:
     if not confined:
         runner = KernelRunner(
-            runner.spec_dir, runner.limits, jobs=jobs_for(runner.limits, confined=False)
+            runner.spec_dir, runner.limits, jobs=jobs_for(runner.limits, Mode.UNCONFINED)
         )
     outside = Path(tempfile.mkdtemp(dir=work.parent, prefix="outside-"))
     scratch = Path(tempfile.mkdtemp(dir=work, prefix="sub-"))

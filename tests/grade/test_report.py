@@ -151,7 +151,8 @@ def test_a_kernel_that_never_started_is_an_error_entry(
 
     sub = graded(tmp_path, course, NeverStarts())
     assert sub.status == "error" and sub.error == "replay.ipynb: no kernel"
-    assert batch.exit_code(report.batch([sub], 1.0)) == 1
+    assert sub.infrastructure  # no learner code ran: grading itself failed, not a 0
+    assert batch.exit_code(report.batch([sub], 1.0)) == batch.GRADER_FAILED
 
 
 def make_report(outcomes: Sequence[GradedOutcome], hidden: bool = True) -> SubmissionReport:
