@@ -3,7 +3,7 @@
 Owns: grading one notebook the way `labkit grade` does, less what only grading may do (the
 public checks of each exercise, never the hidden ones; the solution's checked outputs compared
 as grading compares them), on the learner's own machine: the kernel and the check workers run
-unconfined (`batch.run(confined=False)`: rlimits and Landlock where the kernel offers them, no
+in the unconfined containment mode (rlimits and Landlock where the kernel offers them, no
 namespaces, cgroup or change of user, so no root is needed), in a temporary folder that is
 removed afterwards. Its text says "practice score, not a grade" and nothing is written unless
 asked (`out`: the JSON report and the feedback file).
@@ -19,6 +19,7 @@ from typing import Final
 
 from labkit.course.exercises.trial import Check
 from labkit.grade import batch, report
+from labkit.grade.containment import Mode
 from labkit.grade.graded_exercises import EXERCISES, GradedExercise
 from labkit.grade.grader import Course
 from labkit.grade.kernel import Limits
@@ -56,7 +57,7 @@ def solutions_for(notebook: Path, given: Path | None) -> Path:
 
 def run(notebook: Path, solutions: Path, *, limits: Limits) -> SubmissionReport:
     """The practice report of `notebook` (a failed report when it could not be run)."""
-    result = batch.run([notebook], course(solutions), limits=limits, confined=False)
+    result = batch.run([notebook], course(solutions), limits=limits, containment=Mode.UNCONFINED)
     return result.submissions[0]
 
 
