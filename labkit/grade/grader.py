@@ -57,7 +57,7 @@ import nbformat
 from nbformat import NotebookNode
 
 from labkit.course import build
-from labkit.course.exercises.checks import CheckResult, run_checks
+from labkit.course.exercises.checks import CheckResult, InProcessRunner, run_checks
 from labkit.course.exercises.race import RaceResult
 from labkit.course.exercises.registry import EXERCISES as COURSE_EXERCISES
 from labkit.course.exercises.trial import (
@@ -213,7 +213,7 @@ class JobWorkers:
 @dataclass(frozen=True)
 class Course:
     solutions: Mapping[str, NotebookNode]
-    registry: Mapping[str, ex.GradedExercise] = field(default_factory=lambda: dict(ex.EXERCISES))
+    registry: Mapping[str, ex.GradedExercise] = field(default_factory=lambda: dict(ex.GRADED))
     patterns: Sequence[tuple[str, str]] = field(default_factory=outputs.sanitizers)
     # The course's exercises (public checks), by id (`labkit.course.exercises.registry`).
     exercises: Mapping[str, Exercise] = field(default_factory=lambda: dict(COURSE_EXERCISES))
@@ -242,10 +242,7 @@ class Course:
         return self.releases[stem]
 
     def exercise(self, graded: ex.GradedExercise) -> Exercise:
-        found = self.exercises.get(graded.id)
-        if found is None:
-            return Exercise(graded.id, graded.id, graded.contract)
-        return found
+        return self.exercises.get(graded.id, graded.unit)
 
 
 def grade(
@@ -313,7 +310,9 @@ def grade(
         scores: dict[str, list[CheckScore]] = {}
         passed: dict[str, bool] = {}
         for exercise in exercises:
-            results = check_exercise(course, exercise, worker_sources, workers, area)
+            results = check_exercise(
+                course, exercise, worker_sources, workers, area, solution=solution
+            )
             scores[exercise.id] = [_score(exercise.id, r) for r in results]
             passed[exercise.id] = any(r.outcome is Outcome.PASSED for r in results)
     finally:
@@ -347,21 +346,30 @@ def check_exercise(
     sources: Sequence[str],
     workers: Workers | None,
     area: Path,
+    *,
+    solution: NotebookNode | None = None,
 ) -> list[CheckResult]:
-    """The exercise's public then hidden checks, in this process, against a fresh worker."""
+    """The exercise's public then hidden checks, in this process, against a fresh worker; the
+    differential ones also call the reference answer (the solution's answer cells) here."""
     exercise = course.exercise(graded)
     checks: list[Check] = [*exercise.checks, *graded.checks()]
     if workers is None:
         return [_not_run(exercise, c, "no check worker was given to the grader") for c in checks]
+    reference = None if solution is None else InProcessRunner(graded.reference(solution))
     scratch = area / f"checks-{graded.id}"
     scratch.mkdir(mode=0o711)
+    # Sticky: the launcher leaves it (and the check folders in it) the grader's, so the
+    # learner's side has no writable place but the files a check gives it.
+    scratch.chmod(0o1711)
     with workers.runner(scratch, sources) as worker:
         try:
             defined = worker.start()
         except WorkerGone as error:
             return [_not_run(exercise, c, str(error)) for c in checks]
         settings = CheckSettings(call_timeout=workers.call_timeout, tmp_parent=scratch)
-        report = run_checks(exercise, checks, _Guarded(worker), defined.__contains__, settings)
+        report = run_checks(
+            exercise, checks, _Guarded(worker), defined.__contains__, settings, reference
+        )
     return list(report.results)
 
 

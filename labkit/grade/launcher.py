@@ -35,6 +35,7 @@ import os
 import resource
 import runpy
 import site
+import stat
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -151,8 +152,14 @@ def become(uid: int, scratch: Path) -> None:
     like exercise 1's racers) can reach the same interpreter and their scratch copy, under
     the same Landlock rules, and nothing more."""
     for directory, dirs, files in os.walk(scratch):
+        if os.lstat(directory).st_mode & stat.S_ISVTX:
+            # A sticky directory stays the grader's, with all it holds: a check worker's
+            # scratch and its check folders, where the learner's side may write the files it
+            # was given but add, rename or replace nothing (racers share no other place).
+            dirs[:] = []
+            continue
         os.chown(directory, uid, uid)
-        for name in (*dirs, *files):
+        for name in files:
             os.chown(os.path.join(directory, name), uid, uid, follow_symlinks=False)
     libc = ctypes.CDLL(None, use_errno=True)
     for cap in range(64):

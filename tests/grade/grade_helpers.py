@@ -24,19 +24,14 @@ from nbformat.v4 import new_code_cell
 from labkit.course import build
 from labkit.course.exercises.checks import CheckReport, InProcessRunner, run_checks
 from labkit.course.exercises.registry import EXERCISES as COURSE_CHECKS
+from labkit.course.exercises.registry import answer_cells, graded, reference_answer
 from labkit.course.exercises.trial import Check, CheckSettings
 from labkit.grade.worker import WorkerGone, WorkerRunner, worker_argv
 
 FIXTURES = Path(__file__).parent / "fixtures" / "solutions"
 # The real course: its solution notebooks and the five that hold an exercise.
 COURSE = Path(__file__).resolve().parents[2] / "solutions"
-COURSE_EXERCISES = {
-    "03-ex1-sqlite-replay-store": "ex1",
-    "04-ex2-url-mode": "ex2",
-    "05-ex3-sqlite-notes": "ex3",
-    "06-ex4-symlink-policy": "ex4",
-    "07-ex5-legacy-adapter": "ex5",
-}
+COURSE_EXERCISES = {e.notebook: e.id for e in graded()}
 NAMES = ("paths", "replay")
 MISTAKES = Path(__file__).resolve().parents[1] / "course" / "mistakes"
 # What the notebooks' setup cells give an answer cell.
@@ -135,9 +130,26 @@ def write(directory: Path, filename: str, nb: NotebookNode) -> Path:
 
 def reference_answers(exercise_id: str) -> list[str]:
     """The answer cells of the course's solution notebook for `exercise_id`."""
-    name = next(n for n, e in COURSE_EXERCISES.items() if e == exercise_id)
-    nb = build.read_notebook(COURSE / f"{name}.ipynb")
-    return [c.source for c in nb.cells if build.ANSWER_TAG in c.metadata.get("tags", [])]
+    return answer_cells(_solution(exercise_id))
+
+
+def _solution(exercise_id: str) -> NotebookNode:
+    return build.read_notebook(COURSE / f"{COURSE_CHECKS[exercise_id].notebook}.ipynb")
+
+
+def reference_runner(exercise_id: str) -> InProcessRunner | None:
+    """The reference answer of `exercise_id` in this process (None for an exercise without
+    one: the checkpoints)."""
+    exercise = COURSE_CHECKS[exercise_id]
+    if not exercise.notebook:
+        return None
+    return InProcessRunner(reference_answer(exercise, _solution(exercise_id)))
+
+
+def quick(scratch: Path) -> CheckSettings:
+    """Bounds for tests: fewer generated inputs than grading uses (the explicit examples, each
+    catalogued mistake's input, always run)."""
+    return CheckSettings(call_timeout=10, tmp_parent=scratch, examples=12)
 
 
 def judge_in_worker(
@@ -156,7 +168,8 @@ def judge_in_worker(
             checks,
             runner,
             defined.__contains__,
-            settings or CheckSettings(call_timeout=10, tmp_parent=scratch),
+            settings or quick(scratch),
+            reference_runner(exercise_id),
         )
     finally:
         runner.close()
@@ -179,7 +192,8 @@ def judge_in_process(
         checks,
         runner,
         namespace.__contains__,
-        settings or CheckSettings(call_timeout=10, tmp_parent=scratch),
+        settings or quick(scratch),
+        reference_runner(exercise_id),
     )
 
 

@@ -15,7 +15,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from labkit.course.exercises.trial import Check, Exercise, Fail, Raised, Trial, difference
+from labkit.course.exercises.trial import (
+    Check,
+    Contract,
+    Exercise,
+    Fail,
+    Raised,
+    Rule,
+    Safety,
+    Trial,
+    difference,
+)
 from labkit.errors import MISSING_CAPABILITY, ProtocolError
 
 PROTOCOL_ERROR = f"{ProtocolError.__module__}.{ProtocolError.__qualname__}"
@@ -159,10 +169,26 @@ HINTS = (
     'call (docs/protocol.md, "Elicitation params").',
 )
 
+CONTRACT_TEXT = Contract(
+    "url_elicitation(capabilities, message, url) -> dict",
+    rules=(
+        Rule("url-key", "only an explicit `url` key inside `elicitation` means URL mode"),
+        Rule("form-only", "(`{\"elicitation\": {}}` means form only)"),
+        Rule("refusal", "without URL mode, raise `ProtocolError(MISSING_CAPABILITY, message, data)`"),
+        Rule("refusal-data", "`data = {\"requiredCapabilities\": {\"elicitation\": {\"url\": {}}}}`"),
+        Rule("entry", "with it, return the `inputRequests` entry"),
+        Rule("no-id", "the entry has no `elicitationId`"),
+        Rule("read-only", "read only `capabilities`"),
+    ),
+)
+
 EXERCISE = Exercise(
     id="ex2",
     title="URL mode: an out-of-band setup flow",
-    contracts=(CONTRACT,),
+    contract=CONTRACT_TEXT,
+    notebook="04-ex2-url-mode",
+    hidden="labkit.grade.hidden.ex2",
+    safety=Safety(3, "no URL-mode entry should be offered to a request that did not declare it"),
     checks=(
         Check(
             "url offered when declared",

@@ -28,7 +28,16 @@ from labkit.course.exercises.fixtures import (
     create_ex3_schema,
     note_ids,
 )
-from labkit.course.exercises.trial import Check, Exercise, Fail, Raised, Trial
+from labkit.course.exercises.trial import (
+    Check,
+    Contract,
+    Exercise,
+    Fail,
+    Raised,
+    Rule,
+    Safety,
+    Trial,
+)
 
 CONTRACT = "delete_note"
 NOTES = (
@@ -234,10 +243,25 @@ HINTS = (
     "False (docs/LESSON.md sections 3 and 9).",
 )
 
+CONTRACT_TEXT = Contract(
+    "delete_note(conn, authorizer, principal, workspace_uri, note_id) -> bool",
+    rules=(
+        Rule("authorization", "must\n   return a root"),
+        Rule("note-now", "read its uri with `SELECT uri FROM notes WHERE id = ?` *inside* the\n   transaction; no row means `False`"),
+        Rule("requested-workspace", "where\n   `workspace` is the **requested** workspace"),
+        Rule("scope-error", "A `ScopeError` from either URI means \"not\n   inside\""),
+        Rule("delete", "only then `DELETE`, `COMMIT` and return `True`"),
+        Rule("every-path-ends", "Every other path ends with `ROLLBACK` and returns `False`"),
+    ),
+)
+
 EXERCISE = Exercise(
     id="ex3",
     title="SQLite notes: re-check inside the transaction",
-    contracts=(CONTRACT,),
+    contract=CONTRACT_TEXT,
+    notebook="05-ex3-sqlite-notes",
+    hidden="labkit.grade.hidden.ex3",
+    safety=Safety(4, "no note outside the requested workspace, or of an unauthorized principal, should be deleted"),
     checks=(
         Check(
             "inside deleted",

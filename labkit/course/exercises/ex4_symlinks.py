@@ -18,7 +18,16 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from labkit.course.exercises.fixtures import SymlinkTree, make_symlink_tree
-from labkit.course.exercises.trial import Check, Exercise, Fail, Raised, Trial
+from labkit.course.exercises.trial import (
+    Check,
+    Contract,
+    Exercise,
+    Fail,
+    Raised,
+    Rule,
+    Safety,
+    Trial,
+)
 
 CONTRACT = "resolve_inside"
 WRONG_EXCEPTION_NEXT = (
@@ -176,10 +185,26 @@ HINTS = (
     "is a PermissionError.",
 )
 
+CONTRACT_TEXT = Contract(
+    "resolve_inside(root, relative) -> Path",
+    rules=(
+        Rule("real-path", "return the **real** path of the file `relative` names under `root`"),
+        Rule("every-link", "(the last component *and* every directory on the way)"),
+        Rule("whole-components", "compared by **whole\ncomponents** of the resolved root"),
+        Rule("permission-error", "otherwise raise `PermissionError`"),
+        Rule("escapes", "That covers a `..` escape, an absolute `relative`, and a\nlink whose target is outside"),
+        Rule("link-inside", "A link that stays inside (`latest.md -> 2024/tps.md`) is fine"),
+        Rule("nowhere", "A link that leads nowhere"),
+    ),
+)
+
 EXERCISE = Exercise(
     id="ex4",
     title="Symlink policy on a real filesystem",
-    contracts=(CONTRACT,),
+    contract=CONTRACT_TEXT,
+    notebook="06-ex4-symlink-policy",
+    hidden="labkit.grade.hidden.ex4",
+    safety=Safety(4, "no path whose real place is outside the root should be returned"),
     checks=(
         Check("plain file inside", plain_file, "a plain file inside the root should be returned"),
         Check(

@@ -18,7 +18,16 @@ import copy
 from typing import Any
 
 from labkit.course.exercises.calls import IdSource
-from labkit.course.exercises.trial import Check, Exercise, Fail, Trial, difference
+from labkit.course.exercises.trial import (
+    Check,
+    Contract,
+    Exercise,
+    Fail,
+    Rule,
+    Safety,
+    Trial,
+    difference,
+)
 
 CONTRACT = "to_legacy_requests"
 
@@ -181,10 +190,25 @@ HINTS = (
     "new_elicitation_id() inside a copy of their params (dict(...) or copy.deepcopy).",
 )
 
+CONTRACT_TEXT = Contract(
+    "to_legacy_requests(input_requests, next_id, new_elicitation_id)",
+    rules=(
+        Rule("pairs", "For every entry of\nthe map, in order, it returns a pair `(key, request)`"),
+        Rule("request", "the request is `{\"jsonrpc\": \"2.0\", \"id\": next_id(), \"method\": entry[\"method\"]}`"),
+        Rule("no-params", "so it gets no `params` key"),
+        Rule("unchanged", "the params travel unchanged"),
+        Rule("elicitation-id", "a URL-mode `elicitation/create` gains\n  `\"elicitationId\": new_elicitation_id()`"),
+        Rule("never-modified", "the map you are given is **never modified**"),
+    ),
+)
+
 EXERCISE = Exercise(
     id="ex5",
     title="Legacy adapter for 2025-11-25 peers",
-    contracts=(CONTRACT,),
+    contract=CONTRACT_TEXT,
+    notebook="07-ex5-legacy-adapter",
+    hidden="labkit.grade.hidden.ex5",
+    safety=Safety(3, "the modern handler's inputRequests map should never be changed"),
     checks=(
         Check(
             "one form entry",
