@@ -135,9 +135,11 @@ def differential(
     search: Search[S],
     play: Callable[[Side, S], Observation],
     explain: Callable[[S, Observation, Observation], Cause],
+    agree: Callable[[Observation, Observation], bool] = lambda mine, reference: mine == reference,
 ) -> Fail | None:
-    """Play each scenario on both sides and compare; the smallest differing scenario (as
-    Hypothesis shrinks it) becomes the failure."""
+    """Play each scenario on both sides and compare (`agree(mine, reference)`, equality unless
+    the contract allows a choice); the smallest differing scenario (as Hypothesis shrinks it)
+    becomes the failure."""
     mine_side, reference_side = Side(t, learner=True), Side(t, learner=False)
     deadline = time.monotonic() + t.settings.search_budget
     last: list[_Differs] = []
@@ -151,7 +153,7 @@ def differential(
         finally:
             reference_side.reset()
             mine_side.reset()
-        if mine != reference:
+        if not agree(mine, reference):
             last.append(_Differs(scenario, mine, reference))
             raise last[-1]
         if time.monotonic() > deadline:
