@@ -529,6 +529,14 @@ def transaction_closed(t: Trial) -> Fail | None:
             )
         if isinstance(outcome, Raised):
             t.crashed(outcome)
+        if number == 0 and outcome.value is not True:
+            # A closed transaction counts only with the work done inside it.
+            return Fail(
+                "a new nonce for an existing note should be claimed (True) before the other "
+                "paths are tried",
+                f"it returned {outcome.value!r}",
+                not_a_bool_next(outcome.value) or "claim, delete, COMMIT and return True",
+            )
         if t.in_transaction(conn.key):
             return Fail(
                 expected,

@@ -13,6 +13,7 @@ Must not import ipywidgets.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from labkit.course.exercises.trial import (
@@ -34,6 +35,8 @@ CONTRACT = "url_elicitation"
 MESSAGE = "Connect the report service to continue."
 URL = "http://127.0.0.1:8000/connect/report-service/link-1"
 REQUIRED: dict[str, Any] = {"requiredCapabilities": {"elicitation": {"url": {}}}}
+OTHER_MESSAGE = "Connect the calendar service to continue."
+OTHER_URL = "https://mcp.example.com/connect/calendar/link-2"
 
 
 def _entry(url: str = URL) -> dict[str, Any]:
@@ -43,8 +46,10 @@ def _entry(url: str = URL) -> dict[str, Any]:
     }
 
 
-def _offers(t: Trial, capabilities: dict[str, Any], expected: str) -> Fail | None:
-    outcome = t.attempt(CONTRACT, capabilities, MESSAGE, URL)
+def _offers(
+    t: Trial, capabilities: dict[str, Any], expected: str, message: str = MESSAGE, url: str = URL
+) -> Fail | None:
+    outcome = t.attempt(CONTRACT, capabilities, message, url)
     if isinstance(outcome, Raised):
         return t.raised_instead(
             outcome,
@@ -56,29 +61,31 @@ def _offers(t: Trial, capabilities: dict[str, Any], expected: str) -> Fail | Non
     result = outcome.value
     if result is None:
         return Fail(expected, "it returned None", "return the entry (None means a missing return)")
-    if result != _entry():
+    want = {"method": "elicitation/create", "params": {"mode": "url", "message": message, "url": url}}
+    if result != want:
         return Fail(
             expected,
-            f"it returned an entry where {difference(_entry(), result)}",
-            _entry_next(result),
+            f"it returned an entry where {difference(want, result)}",
+            _entry_next(result, want),
         )
     return None
 
 
-def _entry_next(result: Any) -> str:
+def _entry_next(result: Any, want: dict[str, Any] | None = None) -> str:
     """The next step for a wrong entry, from what is wrong with it."""
     if not isinstance(result, dict):
         return "return a dict: {'method': 'elicitation/create', 'params': {...}}"
+    want = want or _entry()
     params = result.get("params")
     if "elicitationId" in result or (isinstance(params, dict) and "elicitationId" in params):
         return "remove the elicitationId: at 2026-07-28 a URL entry has no elicitationId"
     wrong = [
         f"params.{k}"
-        for k, v in _entry()["params"].items()
+        for k, v in want["params"].items()
         if not isinstance(params, dict) or params.get(k) != v
     ]
     if isinstance(params, dict):
-        wrong += [f"params.{k}" for k in params if k not in _entry()["params"]]
+        wrong += [f"params.{k}" for k in params if k not in want["params"]]
     if result.get("method") != "elicitation/create" or set(result) != {"method", "params"}:
         wrong.insert(0, "the top-level keys (method and params only)")
     return (
@@ -93,6 +100,13 @@ def offered_when_declared(t: Trial) -> Fail | None:
         {"elicitation": {"url": {}}},
         "with capabilities {'elicitation': {'url': {}}} it should return the url-mode "
         "elicitation/create entry",
+    ) or _offers(
+        t,
+        {"elicitation": {"url": {}}},
+        f"with the message {OTHER_MESSAGE!r} and the url {OTHER_URL!r} it should return an "
+        "entry holding them exactly",
+        OTHER_MESSAGE,
+        OTHER_URL,
     )
 
 
@@ -100,7 +114,10 @@ def offered_beside_form(t: Trial) -> Fail | None:
     return _offers(
         t,
         {"elicitation": {"form": {}, "url": {}}},
-        "with both form and url declared it should return the url-mode entry",
+        "with both form and url declared it should return the url-mode entry for "
+        f"message {OTHER_MESSAGE!r} and url {OTHER_URL!r}",
+        OTHER_MESSAGE,
+        OTHER_URL,
     )
 
 
@@ -147,15 +164,41 @@ def _refuses(t: Trial, capabilities: dict[str, Any], described: str) -> Fail | N
 
 
 def refused_form_only(t: Trial) -> Fail | None:
-    return _refuses(t, {"elicitation": {"form": {}}}, "only form declared")
+    return offered_when_declared(t) or _refuses(t, {"elicitation": {"form": {}}}, "only form declared")
 
 
 def refused_empty_elicitation(t: Trial) -> Fail | None:
-    return _refuses(t, {"elicitation": {}}, "'elicitation': {} (which means form support only)")
+    return offered_when_declared(t) or _refuses(t, {"elicitation": {}}, "'elicitation': {} (which means form support only)")
 
 
 def refused_nothing(t: Trial) -> Fail | None:
-    return _refuses(t, {}, "no capabilities at all")
+    return offered_when_declared(t) or _refuses(t, {}, "no capabilities at all")
+
+
+def non_object_elicitation(t: Trial) -> Fail | None:
+    # The refusal counts only with the acceptance beside it: an object with url is offered.
+    accepted = offered_when_declared(t)
+    if accepted is not None:
+        return accepted
+    for value in ("url", ["url"], None):
+        failure = _refuses(t, {"elicitation": value}, f"'elicitation': {value!r} (not an object)")
+        if failure is not None:
+            return failure
+    return None
+
+
+def capabilities_unchanged(t: Trial) -> Fail | None:
+    for capabilities in ({"elicitation": {"url": {}}}, {"roots": {}}):
+        t.attempt(CONTRACT, copy.deepcopy(capabilities), MESSAGE, URL)
+        after = t.args_after()[0]
+        if after != capabilities:
+            return Fail(
+                f"the capabilities {capabilities!r} should be left as they were",
+                f"after the call they are {after!r}",
+                "only read the capabilities: a lookup that writes a default into the caller's "
+                "dict changes the request for everyone after you",
+            )
+    return offered_when_declared(t)
 
 
 HINTS = (
@@ -194,26 +237,43 @@ EXERCISE = Exercise(
             "url offered when declared",
             offered_when_declared,
             "with elicitation.url declared it should return the url-mode entry",
+            rules=("url-key", "entry", "no-id"),
         ),
         Check(
             "url offered beside form",
             offered_beside_form,
             "with form and url declared it should return the url-mode entry",
+            rules=("url-key", "entry"),
         ),
         Check(
             "form only refused",
             refused_form_only,
             "with only form declared it should raise ProtocolError(-32021)",
+            rules=("refusal", "refusal-data"),
         ),
         Check(
             "empty elicitation refused",
             refused_empty_elicitation,
             "with 'elicitation': {} it should raise ProtocolError(-32021)",
+            rules=("form-only", "refusal", "refusal-data"),
         ),
         Check(
             "no capabilities refused",
             refused_nothing,
             "with no capabilities it should raise ProtocolError(-32021)",
+            rules=("refusal", "refusal-data"),
+        ),
+        Check(
+            "non-object elicitation refused",
+            non_object_elicitation,
+            "an elicitation value that is not an object should raise ProtocolError(-32021)",
+            rules=("url-key", "refusal"),
+        ),
+        Check(
+            "capabilities left unchanged",
+            capabilities_unchanged,
+            "the capabilities passed in should be left unchanged",
+            rules=("read-only", "entry"),
         ),
     ),
     hints=HINTS,

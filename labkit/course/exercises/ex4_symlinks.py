@@ -41,7 +41,10 @@ CRASH_NEXT = (
 
 
 def _tree(t: Trial) -> SymlinkTree:
-    return make_symlink_tree(t.tempdir() / "tree")
+    trees = t.once(f"trees {id(t)}", lambda: [0])
+    trees[0] += 1
+    name = "tree" if trees[0] == 1 else f"tree-{trees[0]}"
+    return make_symlink_tree(t.tempdir() / name)
 
 
 def _show(tree: SymlinkTree, value: Any) -> str:
@@ -108,6 +111,10 @@ def plain_file(t: Trial) -> Fail | None:
 
 
 def escapes_refused(t: Trial) -> Fail | None:
+    # A refusal counts only with the acceptance beside it.
+    accepted = plain_file(t)
+    if accepted is not None:
+        return accepted
     tree = _tree(t)
     probes = (
         ("../secret.md", "a '..' escape"),
@@ -130,6 +137,10 @@ def escapes_refused(t: Trial) -> Fail | None:
 
 
 def file_link_outside(t: Trial) -> Fail | None:
+    # A refusal counts only with the acceptance beside it.
+    accepted = plain_file(t)
+    if accepted is not None:
+        return accepted
     tree = _tree(t)
     return _refuses(
         t,
@@ -159,6 +170,10 @@ def link_inside(t: Trial) -> Fail | None:
 
 
 def directory_link_outside(t: Trial) -> Fail | None:
+    # A refusal counts only with the acceptance beside it.
+    accepted = plain_file(t)
+    if accepted is not None:
+        return accepted
     tree = _tree(t)
     return _refuses(
         t,
@@ -170,6 +185,32 @@ def directory_link_outside(t: Trial) -> Fail | None:
         "",
         "resolve the whole path (every component, not only the last) and compare whole "
         "components (Path.is_relative_to on resolved paths), never string prefixes",
+    )
+
+
+def loop_refused(t: Trial) -> Fail | None:
+    # The refusal counts only with the acceptance beside it: a link that stays inside.
+    accepted = link_inside(t)
+    if accepted is not None:
+        return accepted
+    tree = _tree(t)
+    (tree.root / "loop-a").symlink_to("loop-b")
+    (tree.root / "loop-b").symlink_to("loop-a")
+    outcome = t.attempt(CONTRACT, tree.root, "loop-a")
+    expected = (
+        "'loop-a' -> 'loop-b' -> 'loop-a' is a loop of links, which leads nowhere: it should be "
+        "refused (PermissionError, or the OSError or RuntimeError of resolving it)"
+    )
+    if isinstance(outcome, Raised):
+        error = outcome.error
+        if any(error.is_a(e) for e in ("PermissionError", "OSError", "RuntimeError")):
+            return None
+        return t.raised_instead(outcome, expected, "a refusal", WRONG_EXCEPTION_NEXT, CRASH_NEXT)
+    return Fail(
+        expected,
+        f"it returned {_show(tree, outcome.value)}",
+        "resolve with Path.resolve() or os.path.realpath(strict=True), which report a loop, "
+        "and let that refusal stand",
     )
 
 
@@ -206,26 +247,41 @@ EXERCISE = Exercise(
     hidden="labkit.grade.hidden.ex4",
     safety=Safety(4, "no path whose real place is outside the root should be returned"),
     checks=(
-        Check("plain file inside", plain_file, "a plain file inside the root should be returned"),
+        Check(
+            "plain file inside",
+            plain_file,
+            "a plain file inside the root should be returned",
+            rules=("real-path",),
+        ),
         Check(
             "escapes refused",
             escapes_refused,
             "a '..' escape or an absolute path should raise PermissionError",
+            rules=("escapes", "permission-error"),
         ),
         Check(
             "file symlink to outside refused",
             file_link_outside,
             "a symlink inside the root pointing outside should raise PermissionError",
+            rules=("escapes", "permission-error", "every-link"),
         ),
         Check(
             "symlink inside allowed",
             link_inside,
             "a symlink inside the root pointing inside should return the real path",
+            rules=("link-inside", "real-path"),
         ),
         Check(
             "directory symlink to outside refused",
             directory_link_outside,
             "a path through a directory symlink pointing outside should raise PermissionError",
+            rules=("every-link", "whole-components", "permission-error", "escapes"),
+        ),
+        Check(
+            "a loop of links refused",
+            loop_refused,
+            "a loop of links should be refused, not followed forever",
+            rules=("nowhere", "link-inside"),
         ),
     ),
     hints=HINTS,
