@@ -357,12 +357,12 @@ def _run_grade_merge(argv: Sequence[str]) -> int:
 def _run_course_package(args: argparse.Namespace) -> int:
     _without_slow_format_checker()
     from labkit.grade import classroom, gradescope, version
-    from labkit.grade.graded_exercises import EXERCISES
+    from labkit.grade.graded_exercises import GRADED
     from labkit.grade.wheel import WheelError
 
     try:
         if args.platform == "gradescope":
-            course_version = version.course_version(args.solutions, args.notebooks, EXERCISES)
+            course_version = version.course_version(args.solutions, args.notebooks, GRADED)
             path = gradescope.package(
                 args.source, args.solutions, args.notebooks, course_version, args.out
             )

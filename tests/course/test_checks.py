@@ -26,6 +26,7 @@ from labkit.course.exercises.registry import EXERCISES
 from labkit.course.exercises.trial import (
     Check,
     CheckSettings,
+    Contract,
     Exercise,
     Fail,
     Outcome,
@@ -282,7 +283,10 @@ def test_a_hung_call_is_cut_at_the_time_bound_and_reported_as_an_error() -> None
 
 def test_an_exercise_without_checks_says_not_available_yet() -> None:
     pending = Exercise(
-        id="ex9", title="later", contracts=("later",), pending="not yet. Next: wait."
+        id="ex9",
+        title="later",
+        contract=Contract("later() -> None"),
+        pending="not yet. Next: wait.",
     )
     c = Checker({"ex9": pending}, namespace=dict, settings=CheckSettings(), hints=HintState())
     report = c.check("ex9")

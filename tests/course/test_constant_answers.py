@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from grade.grade_helpers import judge_in_process
+
 from labkit.course.exercises.registry import EXERCISES, graded
 from labkit.grade.graded_exercises import GRADED
 

@@ -29,7 +29,7 @@ from grade.grade_helpers import (
 )
 from labkit import cli
 from labkit.grade import report
-from labkit.grade.graded_exercises import EXERCISES
+from labkit.grade.graded_exercises import GRADED
 from labkit.grade.report import BatchReport, GradedOutcome, SubmissionReport
 
 ANSI = re.compile(r"\x1b\[")
@@ -148,7 +148,7 @@ def test_fresh_learner_copies_score_zero_on_the_exercises(graded: Graded) -> Non
     assert len(fresh) == 3
     for sub in fresh:
         for exercise in sub.exercises:
-            if exercise.id in EXERCISES:
+            if exercise.id in GRADED:
                 assert exercise.points == 0
                 assert {c.outcome for c in exercise.checks} <= {
                     GradedOutcome.NOT_ATTEMPTED,
@@ -253,7 +253,7 @@ def test_feedback_has_no_ansi_no_hidden_source_and_no_false_all_passed(
     # Every function the hidden checks define, as their source writes it.
     secrets = [
         line.split("(")[0]
-        for exercise in EXERCISES.values()
+        for exercise in GRADED.values()
         for line in exercise.source().splitlines()
         if line.startswith("def ")
     ]

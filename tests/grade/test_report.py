@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from grade.grade_helpers import FIXTURES, NONCE_ONLY, InProcessWorkers, solved, with_source, write
-from labkit.course.exercises.trial import Check, Exercise, Fail, Trial
+from labkit.course.exercises.trial import Check, Contract, Exercise, Fail, Trial
 from labkit.grade import batch, classview, grader, report
 from labkit.grade.graded_exercises import GradedExercise
 from labkit.grade.kernel import CellRun, CellStatus, Execution
@@ -54,12 +54,14 @@ class OneHidden(GradedExercise):
         return (Check("answers", _answers, "it answers", 2.0, hidden=True),)
 
 
-NO_PUBLIC = {"ex1": Exercise("ex1", "replay", ("claim_and_delete",))}
+CONTRACT = Contract("claim_and_delete(conn, principal, nonce, note_id, expires_at) -> bool")
+UNIT = Exercise("ex1", "replay", CONTRACT, notebook="replay", hidden="unused")
+NO_PUBLIC = {"ex1": UNIT}
 
 
 @pytest.fixture
 def course() -> grader.Course:
-    registry = {"ex1": OneHidden("ex1", "unused")}
+    registry = {"ex1": OneHidden(UNIT)}
     return grader.Course.load(FIXTURES, registry=registry, exercises=NO_PUBLIC)
 
 
@@ -250,7 +252,7 @@ def with_public(course: grader.Course) -> grader.Course:
         Check("claims once", lambda t: None, "it claims", 2.0),
         Check("replay refused", _replays_refused, "it refuses", 1.0),
     )
-    exercises = {"ex1": Exercise("ex1", "replay", ("claim_and_delete",), checks)}
+    exercises = {"ex1": dataclasses.replace(UNIT, checks=checks)}
     return dataclasses.replace(course, exercises=exercises)
 
 

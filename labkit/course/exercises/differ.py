@@ -94,7 +94,9 @@ class Side:
 
 
 def _reference_folder(t: Trial) -> Folder:
-    folder: Folder = t.once(f"reference folder {id(t)}", lambda: Folder(t.private().path, t.private()))
+    folder: Folder = t.once(
+        f"reference folder {id(t)}", lambda: Folder(t.private().path, t.private())
+    )
     return folder
 
 

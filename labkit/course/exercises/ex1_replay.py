@@ -51,9 +51,9 @@ class _Seen:
 DB = "replay.sqlite3"
 
 
-def build_world(notes: tuple[str, ...], claims: tuple[tuple[str, str], ...] = ()) -> Callable[
-    [sqlite3.Connection], None
-]:
+def build_world(
+    notes: tuple[str, ...], claims: tuple[tuple[str, str], ...] = ()
+) -> Callable[[sqlite3.Connection], None]:
     """What `Folder.place_db` runs to build exercise 1's tables with `notes` and `claims`."""
 
     def build(conn: sqlite3.Connection) -> None:
@@ -467,7 +467,9 @@ def nonces_per_principal(t: Trial) -> Fail | None:
         result = t.call(CONTRACT, conn, principal, "n-1", note, EXPIRES_AT)
         if t.in_transaction(conn.key):
             return Fail(
-                expected, f"it returned {result!r} with its transaction still open", OPEN_TRANSACTION_NEXT
+                expected,
+                f"it returned {result!r} with its transaction still open",
+                OPEN_TRANSACTION_NEXT,
             )
         if result is not want:
             return Fail(expected, f"it returned {result!r}", next_step or "return True or False")

@@ -61,7 +61,10 @@ def _offers(
     result = outcome.value
     if result is None:
         return Fail(expected, "it returned None", "return the entry (None means a missing return)")
-    want = {"method": "elicitation/create", "params": {"mode": "url", "message": message, "url": url}}
+    want = {
+        "method": "elicitation/create",
+        "params": {"mode": "url", "message": message, "url": url},
+    }
     if result != want:
         return Fail(
             expected,
@@ -164,11 +167,15 @@ def _refuses(t: Trial, capabilities: dict[str, Any], described: str) -> Fail | N
 
 
 def refused_form_only(t: Trial) -> Fail | None:
-    return offered_when_declared(t) or _refuses(t, {"elicitation": {"form": {}}}, "only form declared")
+    return offered_when_declared(t) or _refuses(
+        t, {"elicitation": {"form": {}}}, "only form declared"
+    )
 
 
 def refused_empty_elicitation(t: Trial) -> Fail | None:
-    return offered_when_declared(t) or _refuses(t, {"elicitation": {}}, "'elicitation': {} (which means form support only)")
+    return offered_when_declared(t) or _refuses(
+        t, {"elicitation": {}}, "'elicitation': {} (which means form support only)"
+    )
 
 
 def refused_nothing(t: Trial) -> Fail | None:
@@ -188,6 +195,7 @@ def non_object_elicitation(t: Trial) -> Fail | None:
 
 
 def capabilities_unchanged(t: Trial) -> Fail | None:
+    capabilities: dict[str, Any]
     for capabilities in ({"elicitation": {"url": {}}}, {"roots": {}}):
         t.attempt(CONTRACT, copy.deepcopy(capabilities), MESSAGE, URL)
         after = t.args_after()[0]
@@ -216,9 +224,11 @@ CONTRACT_TEXT = Contract(
     "url_elicitation(capabilities, message, url) -> dict",
     rules=(
         Rule("url-key", "only an explicit `url` key inside `elicitation` means URL mode"),
-        Rule("form-only", "(`{\"elicitation\": {}}` means form only)"),
-        Rule("refusal", "without URL mode, raise `ProtocolError(MISSING_CAPABILITY, message, data)`"),
-        Rule("refusal-data", "`data = {\"requiredCapabilities\": {\"elicitation\": {\"url\": {}}}}`"),
+        Rule("form-only", '(`{"elicitation": {}}` means form only)'),
+        Rule(
+            "refusal", "without URL mode, raise `ProtocolError(MISSING_CAPABILITY, message, data)`"
+        ),
+        Rule("refusal-data", '`data = {"requiredCapabilities": {"elicitation": {"url": {}}}}`'),
         Rule("entry", "with it, return the `inputRequests` entry"),
         Rule("no-id", "the entry has no `elicitationId`"),
         Rule("read-only", "read only `capabilities`"),

@@ -315,9 +315,13 @@ CONTRACT_TEXT = Contract(
     "delete_note(conn, authorizer, principal, workspace_uri, note_id) -> bool",
     rules=(
         Rule("authorization", "must\n   return a root"),
-        Rule("note-now", "read its uri with `SELECT uri FROM notes WHERE id = ?` *inside* the\n   transaction; no row means `False`"),
+        Rule(
+            "note-now",
+            "read its uri with `SELECT uri FROM notes WHERE id = ?` *inside* the\n"
+            "   transaction; no row means `False`",
+        ),
         Rule("requested-workspace", "where\n   `workspace` is the **requested** workspace"),
-        Rule("scope-error", "A `ScopeError` from either URI means \"not\n   inside\""),
+        Rule("scope-error", 'A `ScopeError` from either URI means "not\n   inside"'),
         Rule("delete", "only then `DELETE`, `COMMIT` and return `True`"),
         Rule("every-path-ends", "Every other path ends with `ROLLBACK` and returns `False`"),
     ),
@@ -329,7 +333,11 @@ EXERCISE = Exercise(
     contract=CONTRACT_TEXT,
     notebook="05-ex3-sqlite-notes",
     hidden="labkit.grade.hidden.ex3",
-    safety=Safety(4, "no note outside the requested workspace, or of an unauthorized principal, should be deleted"),
+    safety=Safety(
+        4,
+        "no note outside the requested workspace, or of an unauthorized principal, "
+        "should be deleted",
+    ),
     checks=(
         Check(
             "inside deleted",

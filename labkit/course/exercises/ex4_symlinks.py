@@ -233,7 +233,11 @@ CONTRACT_TEXT = Contract(
         Rule("every-link", "(the last component *and* every directory on the way)"),
         Rule("whole-components", "compared by **whole\ncomponents** of the resolved root"),
         Rule("permission-error", "otherwise raise `PermissionError`"),
-        Rule("escapes", "That covers a `..` escape, an absolute `relative`, and a\nlink whose target is outside"),
+        Rule(
+            "escapes",
+            "That covers a `..` escape, an absolute `relative`, and a\n"
+            "link whose target is outside",
+        ),
         Rule("link-inside", "A link that stays inside (`latest.md -> 2024/tps.md`) is fine"),
         Rule("nowhere", "A link that leads nowhere"),
     ),

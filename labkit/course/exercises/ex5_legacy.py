@@ -198,10 +198,16 @@ CONTRACT_TEXT = Contract(
     "to_legacy_requests(input_requests, next_id, new_elicitation_id) -> list[tuple[str, dict]]",
     rules=(
         Rule("pairs", "For every entry of\nthe map, in order, it returns a pair `(key, request)`"),
-        Rule("request", "the request is `{\"jsonrpc\": \"2.0\", \"id\": next_id(), \"method\": entry[\"method\"]}`"),
+        Rule(
+            "request",
+            'the request is `{"jsonrpc": "2.0", "id": next_id(), "method": entry["method"]}`',
+        ),
         Rule("no-params", "so it gets no `params` key"),
         Rule("unchanged", "the params travel unchanged"),
-        Rule("elicitation-id", "a URL-mode `elicitation/create` gains\n  `\"elicitationId\": new_elicitation_id()`"),
+        Rule(
+            "elicitation-id",
+            'a URL-mode `elicitation/create` gains\n  `"elicitationId": new_elicitation_id()`',
+        ),
         Rule("never-modified", "the map you are given is **never modified**"),
     ),
 )

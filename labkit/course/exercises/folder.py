@@ -25,6 +25,7 @@ Must not import ipywidgets or the checks.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sqlite3
@@ -115,10 +116,8 @@ class Folder:
             os.close(parent)
 
     def remove(self, name: str) -> None:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(name, dir_fd=self._fd)
-        except FileNotFoundError:
-            pass
 
     def _create(self, name: str, data: bytes) -> None:
         fd = os.open(name, _CREATE, 0o600, dir_fd=self._fd)

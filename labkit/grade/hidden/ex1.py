@@ -118,7 +118,9 @@ def play(side: Side, s: Claims) -> Observation:
                 ),
             )
         marker = SqliteConnection(str(path), key=key, lock_timeout=WAIT, rival=rival)
-        outcome = side.attempt(CONTRACT, marker, call.principal, call.nonce, call.note, call.expires_at)
+        outcome = side.attempt(
+            CONTRACT, marker, call.principal, call.nonce, call.note, call.expires_at
+        )
         seen = observed(outcome)
         if isinstance(outcome, Raised) and "database is locked" in outcome.error.message:
             seen["raised"] += ": database is locked"
@@ -196,7 +198,9 @@ def explain(s: Claims, mine: Observation, reference: Observation) -> Cause:
         return Cause("return False when the nonce is taken or the note is missing", safety)
     if mine["claims"] != reference["claims"]:
         extra = set(mine["claims"]) - set(reference["claims"])
-        if extra and all(x[2] == y[2] for x in extra for y in reference["claims"] if x[:2] == y[:2]):
+        if extra and all(
+            x[2] == y[2] for x in extra for y in reference["claims"] if x[:2] == y[:2]
+        ):
             return Cause(
                 "a refused claim must leave no trace: undo it (ROLLBACK) when the note is not "
                 "deleted",
@@ -276,16 +280,14 @@ RIVAL_EXAMPLES = (
 
 
 def claims_in_sequence(t: Trial) -> Fail | None:
-    return differential(
-        t, Search(_claims(rival=False), describe, SEQUENCE_EXAMPLES), play, explain
-    )
+    return differential(t, Search(_claims(rival=False), describe, SEQUENCE_EXAMPLES), play, explain)
 
 
 def rival_between_statements(t: Trial) -> Fail | None:
     return differential(t, Search(_claims(rival=True), describe, RIVAL_EXAMPLES), play, explain)
 
 
-# --- the race --------------------------------------------------------------------------------------
+# --- the race ----------------------------------------------------------------------------
 
 
 def _racing_error(summary: str) -> str:
@@ -361,8 +363,14 @@ CHECKS: tuple[Check, ...] = (
         "on any world and any calls, it should answer, commit and refuse as the reference does",
         points=3,
         hidden=True,
-        rules=("one-transaction", "true-when-done", "replay", "missing-note", "per-principal",
-               "every-path-ends"),
+        rules=(
+            "one-transaction",
+            "true-when-done",
+            "replay",
+            "missing-note",
+            "per-principal",
+            "every-path-ends",
+        ),
     ),
     Check(
         "a rival between your statements",

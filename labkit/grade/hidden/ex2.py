@@ -116,7 +116,7 @@ def explain(a: Ask, mine: Observation, reference: Observation) -> Cause:
     return Cause("return what the contract describes for these capabilities")
 
 
-ELICITATION_VALUES = (
+ELICITATION_VALUES: tuple[Any, ...] = (
     {},
     {"url": {}},
     {"form": {}},

@@ -69,7 +69,9 @@ def play(side: Side, d: Delete) -> Observation:
     if d.rival is not None:
         rival = (d.rival[0], (("UPDATE notes SET uri = ? WHERE id = 'n1'", (d.rival[1],)),))
     conn = SqliteConnection(str(path), lock_timeout=0.5, rival=rival)
-    outcome = side.attempt(CONTRACT, conn, RootsAuthorizer(roots=d.roots), "alice", d.workspace, d.note)
+    outcome = side.attempt(
+        CONTRACT, conn, RootsAuthorizer(roots=d.roots), "alice", d.workspace, d.note
+    )
     seen = observed(outcome)
     seen["transaction left open"] = bool(outcome.effects.get("in_transaction", {}).get("conn"))
     with side.folder.read_db(public.DB) as db:
@@ -165,8 +167,7 @@ CHECKS: tuple[Check, ...] = (
     Check(
         "generated deletes",
         generated_deletes,
-        "for any stored uri, workspace and grant it should delete or refuse as the reference "
-        "does",
+        "for any stored uri, workspace and grant it should delete or refuse as the reference does",
         points=8,
         hidden=True,
         rules=(

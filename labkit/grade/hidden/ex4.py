@@ -147,7 +147,11 @@ _RELATIVE = st.one_of(
 RESOLVES = st.builds(
     Resolve,
     _RELATIVE,
-    st.lists(st.tuples(st.sampled_from(PLACES), st.sampled_from(TARGETS)), max_size=3, unique_by=lambda x: x[0]).map(tuple),
+    st.lists(
+        st.tuples(st.sampled_from(PLACES), st.sampled_from(TARGETS)),
+        max_size=3,
+        unique_by=lambda x: x[0],
+    ).map(tuple),
     st.booleans(),
 )
 # Each catalogued mistake's input (tests/course/mistakes/ex4) stays an explicit example.

@@ -64,7 +64,7 @@ def explain(x: Translate, mine: Observation, reference: Observation) -> Cause:
     if "raised" in mine:
         return Cause("send every entry, whatever its method or params; nothing here is an error")
     got = mine.get("returned")
-    want = reference.get("returned")
+    want = reference["returned"]
     if type(got) is not list:
         return Cause("return a list of (key, request) tuples, one per entry of the map")
     if not all(type(p) is tuple and len(p) == 2 for p in got):
