@@ -367,6 +367,8 @@ EXERCISE = Exercise(
             "a uri that does not parse",
             bad_uri,
             "a note whose stored uri does not parse should be kept (False)",
+            on_error="parse_file_uri reports a uri that does not parse with ScopeError: that "
+            "means not inside, so ROLLBACK and return False",
             rules=("scope-error", "every-path-ends"),
         ),
         Check(
