@@ -93,11 +93,12 @@ def _claim(
     wanted: bool,
     refuse_next: str,
     on_integrity_error: str | None = None,
+    principal: str = PRINCIPAL,
 ) -> Any:
     """The learner's answer, or a `Fail` when it raised on purpose (`refuse_next`); any other
     exception ends the check as an error in the learner's code, whose next step is
     `on_integrity_error` for the IntegrityError the database raises for a taken nonce."""
-    outcome = t.attempt(CONTRACT, conn, PRINCIPAL, nonce, note_id, EXPIRES_AT)
+    outcome = t.attempt(CONTRACT, conn, principal, nonce, note_id, EXPIRES_AT)
     if isinstance(outcome, Raised):
         crash_next = None
         if on_integrity_error and outcome.error.is_a("sqlite3.IntegrityError"):
@@ -106,6 +107,7 @@ def _claim(
     return outcome.value
 
 
+REPLAY_REFUSE_NEXT = "a replay is answered with False, not an exception: ROLLBACK and return False"
 REPLAY_CRASH_NEXT = (
     "a replay is an expected case, not an error: let the database report it without an "
     "exception (INSERT ... ON CONFLICT DO NOTHING, then cursor.rowcount), or catch exactly "
@@ -443,6 +445,10 @@ def two_processes(t: Trial) -> Fail | Pass | None:
 def nonces_per_principal(t: Trial) -> Fail | None:
     path = _world(t, notes=("a", "b", "c"))
     conn = _learner_connection(t, path)
+    other_principal = (
+        "look the claim up by principal and nonce together: another principal's nonce is "
+        "not a replay"
+    )
     steps = (
         ("alice", "a", True, "alice's first use of nonce 'n-1' should return True", ""),
         (
@@ -451,8 +457,7 @@ def nonces_per_principal(t: Trial) -> Fail | None:
             True,
             "bob using the nonce 'n-1' that alice used should return True (claims are keyed "
             "by principal and nonce)",
-            "look the claim up by principal and nonce together: another principal's nonce is "
-            "not a replay",
+            other_principal,
         ),
         (
             "alice",
@@ -464,7 +469,19 @@ def nonces_per_principal(t: Trial) -> Fail | None:
         ),
     )
     for principal, note, want, expected, next_step in steps:
-        result = t.call(CONTRACT, conn, principal, "n-1", note, EXPIRES_AT)
+        result = _claim(
+            t,
+            conn,
+            "n-1",
+            note,
+            expected=expected,
+            wanted=want,
+            refuse_next=next_step if want else REPLAY_REFUSE_NEXT,
+            on_integrity_error={"b": other_principal, "c": REPLAY_CRASH_NEXT}.get(note),
+            principal=principal,
+        )
+        if isinstance(result, Fail):
+            return result
         if t.in_transaction(conn.key):
             return Fail(
                 expected,
@@ -514,6 +531,11 @@ def transaction_closed(t: Trial) -> Fail | None:
         ("a refused replay", "n-1", "a", "ROLLBACK"),
         ("a claim for a missing note", "n-2", "missing", "ROLLBACK"),
     )
+    refuse_next = (
+        "nothing here calls for a refusal: make both changes, COMMIT and return True",
+        REPLAY_REFUSE_NEXT,
+        "a missing note is answered with False, not an exception: ROLLBACK and return False",
+    )
     for number, (what, nonce, note, end) in enumerate(steps):
         conn = SqliteConnection(str(path), key=f"call-{number}", lock_timeout=short)
         outcome = t.attempt(CONTRACT, conn, "alice", nonce, note, EXPIRES_AT)
@@ -530,7 +552,14 @@ def transaction_closed(t: Trial) -> Fail | None:
                 "statement holding the lock",
             )
         if isinstance(outcome, Raised):
-            t.crashed(outcome)
+            replayed = number == 1 and outcome.error.is_a("sqlite3.IntegrityError")
+            return t.raised_instead(
+                outcome,
+                expected,
+                repr(number == 0),
+                refuse_next[number],
+                REPLAY_CRASH_NEXT if replayed else None,
+            )
         if number == 0 and outcome.value is not True:
             # A closed transaction counts only with the work done inside it.
             return Fail(
@@ -565,7 +594,9 @@ def _failing_delete(t: Trial, path: Path, conn: SqliteConnection) -> Fail | None
         return Fail(
             expected,
             f"{said} with its transaction still open",
-            "an exception is a way out too: ROLLBACK on it before it leaves your function",
+            "an exception is a way out too: ROLLBACK on it before it leaves your function"
+            if isinstance(outcome, Raised)
+            else "a failed statement is a way out too: end that path with COMMIT or ROLLBACK",
         )
     if isinstance(outcome, Returned) and outcome.value is True:
         return Fail(expected, said, "return True only once the claim and the delete committed")
@@ -640,16 +671,12 @@ EXERCISE = Exercise(
             "nonces per principal",
             nonces_per_principal,
             "nonces should be per principal, and a replay should keep the note",
-            on_error="a replayed nonce is an expected case, not an error: return False instead "
-            "of letting the exception escape, and undo anything you started",
             rules=("per-principal", "replay"),
         ),
         Check(
             "transaction closed on every path",
             transaction_closed,
             "the transaction should be closed and the write lock free on every path",
-            on_error="a replay or a missing note is an expected case, not an error: return "
-            "False instead of letting the exception escape, after ROLLBACK",
             rules=("every-path-ends", "one-transaction"),
         ),
         Check(

@@ -124,7 +124,16 @@ def offered_beside_form(t: Trial) -> Fail | None:
     )
 
 
-def _refuses(t: Trial, capabilities: dict[str, Any], described: str) -> Fail | None:
+NOT_AN_OBJECT = (
+    "an elicitation value that is not an object declares no mode: test that it is a dict "
+    "before looking inside it"
+)
+
+
+def _refuses(
+    t: Trial, capabilities: dict[str, Any], described: str, cause: str = ""
+) -> Fail | None:
+    """`cause`, when given, is the next step whatever went wrong: what this input teaches."""
     expected = (
         f"with {described} it should raise ProtocolError(-32021) with data "
         f"{REQUIRED!r}, offering nothing"
@@ -134,8 +143,9 @@ def _refuses(t: Trial, capabilities: dict[str, Any], described: str) -> Fail | N
         return Fail(
             expected,
             f"it returned {outcome.value!r}",
-            "check this request's capabilities first: a mode the request did not declare is "
-            "never offered",
+            cause
+            or "check this request's capabilities first: a mode the request did not declare "
+            "is never offered",
         )
     error = outcome.error
     if not error.is_a(PROTOCOL_ERROR):
@@ -145,7 +155,8 @@ def _refuses(t: Trial, capabilities: dict[str, Any], described: str) -> Fail | N
             "labkit.ProtocolError with code -32021",
             "refuse with raise ProtocolError(MISSING_CAPABILITY, message, data): the contract "
             "names labkit.ProtocolError, code -32021",
-            "the refusal is a ProtocolError you raise yourself: test for the missing "
+            cause
+            or "the refusal is a ProtocolError you raise yourself: test for the missing "
             "capability first, so nothing else can fail on the way",
         )
     if error.code != MISSING_CAPABILITY:
@@ -187,8 +198,9 @@ def non_object_elicitation(t: Trial) -> Fail | None:
     accepted = offered_when_declared(t)
     if accepted is not None:
         return accepted
-    for value in ("url", ["url"], None):
-        failure = _refuses(t, {"elicitation": value}, f"'elicitation': {value!r} (not an object)")
+    for value in (None, ["url"], "url"):
+        described = f"'elicitation': {value!r} (not an object)"
+        failure = _refuses(t, {"elicitation": value}, described, NOT_AN_OBJECT)
         if failure is not None:
             return failure
     return None
