@@ -30,6 +30,7 @@ code and everything it imports is loaded before the restriction.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import os
 import resource
@@ -138,6 +139,58 @@ def tasks_of(uid: int) -> int:
     return count
 
 
+_DIRECTORY: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def hand_over(scratch: Path, uid: int) -> None:
+    """Give `uid` the scratch tree, as root, through descriptors only: each directory is opened
+    `O_NOFOLLOW` under its parent's descriptor and chowned through its own, each other entry
+    chowned by name under that descriptor without following it. A directory swapped for a
+    link while the walk runs is never followed (the open fails and the link itself is
+    chowned), so no host path is ever handed over.
+
+    A sticky directory stays the grader's, with all it holds: a check worker's scratch and
+    its check folders, where the learner's side may write the files it was given but add,
+    rename or replace nothing (racers share no other place)."""
+
+    def enter(fd: int) -> list[str] | None:
+        if os.fstat(fd).st_mode & stat.S_ISVTX:
+            return None
+        os.fchown(fd, uid, uid)
+        return os.listdir(fd)
+
+    stack: list[tuple[int, list[str]]] = []
+    top = os.open(scratch, _DIRECTORY)
+    try:
+        names = enter(top)
+        if names is not None:
+            stack.append((top, names))
+            top = -1
+        while stack:
+            fd, names = stack[-1]
+            if not names:
+                os.close(fd)
+                stack.pop()
+                continue
+            name = names.pop()
+            try:
+                child = os.open(name, _DIRECTORY, dir_fd=fd)
+            except OSError:  # not a directory (a link among them), gone, or no descriptor left
+                with contextlib.suppress(FileNotFoundError):
+                    os.chown(name, uid, uid, dir_fd=fd, follow_symlinks=False)
+                continue
+            inside = enter(child)
+            if inside is None:
+                os.close(child)
+            else:
+                stack.append((child, inside))
+    finally:
+        for fd, _ in stack:
+            os.close(fd)
+        if top >= 0:
+            os.close(top)
+
+
 def become(uid: int, scratch: Path) -> None:
     """From root to `uid`, keeping one capability: CAP_DAC_READ_SEARCH.
 
@@ -151,16 +204,7 @@ def become(uid: int, scratch: Path) -> None:
     capability is also ambient, so the processes a submission starts (Python interpreters,
     like exercise 1's racers) can reach the same interpreter and their scratch copy, under
     the same Landlock rules, and nothing more."""
-    for directory, dirs, files in os.walk(scratch):
-        if os.lstat(directory).st_mode & stat.S_ISVTX:
-            # A sticky directory stays the grader's, with all it holds: a check worker's
-            # scratch and its check folders, where the learner's side may write the files it
-            # was given but add, rename or replace nothing (racers share no other place).
-            dirs[:] = []
-            continue
-        os.chown(directory, uid, uid)
-        for name in files:
-            os.chown(os.path.join(directory, name), uid, uid, follow_symlinks=False)
+    hand_over(scratch, uid)
     libc = ctypes.CDLL(None, use_errno=True)
     for cap in range(64):
         if cap != _CAP_DAC_READ_SEARCH and libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
