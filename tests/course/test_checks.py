@@ -16,10 +16,10 @@ import labkit.course
 from labkit.course.exercises.calls import is_learner_file
 from labkit.course.exercises.checkpoints import read_walkthrough
 from labkit.course.exercises.checks import (
+    SAFETY_CHECK,
     Checker,
     CheckReport,
     CheckResult,
-    SAFETY_CHECK,
     HintState,
     UnknownExercise,
 )

@@ -15,7 +15,6 @@ from labkit.errors import INVALID_PARAMS, MISSING_CAPABILITY, ProtocolError
 from labkit.legacy import to_legacy_requests
 from labkit.url_mode import url_elicitation
 
-
 # Every public check of the exercise, and its safety points (earned only beside a passed check).
 EVERY = {e: {c.name for c in EXERCISES[e].checks} | {SAFETY_CHECK} for e in ("ex2", "ex5")}
 REFUSALS = {c.name for c in EXERCISES["ex2"].checks if c.name.endswith(" refused")}

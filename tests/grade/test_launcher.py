@@ -58,4 +58,3 @@ def test_a_sticky_directory_and_all_it_holds_stay_the_graders(tmp_path: Path) ->
     root = os.getuid()
     assert owner(checks) == owner(checks / "check-1") == root
     assert owner(checks / "check-1" / "notes.db") == root
-
