@@ -69,7 +69,7 @@ from labkit.course.exercises.trial import (
     Stop,
 )
 from labkit.grade import graded_exercises as ex
-from labkit.grade import notebooks, outputs
+from labkit.grade import launcher, notebooks, outputs
 from labkit.grade.containment import UID_PLACEHOLDER, Jobs
 from labkit.grade.kernel import CellRun, CellStatus, Execution, KernelRunner, sandbox_mode
 from labkit.grade.report import (
@@ -358,9 +358,9 @@ def check_exercise(
     reference = None if solution is None else InProcessRunner(graded.reference(solution))
     scratch = area / f"checks-{graded.id}"
     scratch.mkdir(mode=0o711)
-    # Sticky: the launcher leaves it (and the check folders in it) the grader's, so the
-    # learner's side has no writable place but the files a check gives it.
-    scratch.chmod(0o1711)
+    # The launcher leaves a folder of this mode (and the check folders in it) the grader's,
+    # so the learner's side has no writable place but the files a check gives it.
+    scratch.chmod(launcher.KEPT_MODE)
     with workers.runner(scratch, sources) as worker:
         try:
             defined = worker.start()

@@ -140,6 +140,9 @@ def tasks_of(uid: int) -> int:
 
 
 _DIRECTORY: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+# The mode of a folder the grader keeps (a check worker's scratch): sticky, traversable, not
+# listable. Sticky alone is no mark: jupyter_client sets it on every kernel's runtime folder.
+KEPT_MODE: Final = 0o1711
 
 
 def hand_over(scratch: Path, uid: int) -> None:
@@ -149,12 +152,13 @@ def hand_over(scratch: Path, uid: int) -> None:
     link while the walk runs is never followed (the open fails and the link itself is
     chowned), so no host path is ever handed over.
 
-    A sticky directory stays the grader's, with all it holds: a check worker's scratch and
-    its check folders, where the learner's side may write the files it was given but add,
-    rename or replace nothing (racers share no other place)."""
+    A directory of root's in `KEPT_MODE` stays the grader's, with all it holds: a check
+    worker's scratch and its check folders, where the learner's side may write the files it
+    was given but add, rename or replace nothing (racers share no other place)."""
 
     def enter(fd: int) -> list[str] | None:
-        if os.fstat(fd).st_mode & stat.S_ISVTX:
+        status = os.fstat(fd)
+        if status.st_uid == 0 and stat.S_IMODE(status.st_mode) == KEPT_MODE:
             return None
         os.fchown(fd, uid, uid)
         return os.listdir(fd)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from labkit.grade.launcher import hand_over
+from labkit.grade.launcher import KEPT_MODE, hand_over
 
 JOB = 54321
 
@@ -44,17 +44,21 @@ def test_the_tree_is_the_jobs_and_links_lead_nowhere(tmp_path: Path) -> None:
     assert {p: (owner(p), os.lstat(p).st_mode) for p in before} == before
 
 
-def test_a_sticky_directory_and_all_it_holds_stay_the_graders(tmp_path: Path) -> None:
+def test_a_kept_directory_and_all_it_holds_stay_the_graders(tmp_path: Path) -> None:
     scratch = tmp_path / "scratch"
     checks = scratch / "checks-ex1"
     (checks / "check-1").mkdir(parents=True)
     (checks / "check-1" / "notes.db").write_text("")
-    checks.chmod(0o1711)
+    checks.chmod(KEPT_MODE)
     (scratch / "submission.ipynb").write_text("{}")
+    # jupyter_client makes a kernel's runtime folder sticky: that is no mark of the grader's.
+    runtime = scratch / "runtime"
+    runtime.mkdir()
+    runtime.chmod(0o1700)
 
     hand_over(scratch, JOB)
 
-    assert owner(scratch) == owner(scratch / "submission.ipynb") == JOB
+    assert owner(scratch) == owner(scratch / "submission.ipynb") == owner(runtime) == JOB
     root = os.getuid()
     assert owner(checks) == owner(checks / "check-1") == root
     assert owner(checks / "check-1" / "notes.db") == root
