@@ -24,6 +24,7 @@ from nbformat import NotebookNode
 
 from labkit.course.exercises import registry
 from labkit.course.exercises.trial import Check, Exercise
+from labkit.grade import notebooks
 
 
 @dataclass(frozen=True)
@@ -49,8 +50,19 @@ class GradedExercise:
         return checks
 
     def reference(self, solution: NotebookNode) -> dict[str, Callable[..., Any]]:
-        """The reference answer's functions, from the solution notebook's answer cells."""
-        return registry.reference_answer(self.unit, solution)
+        """The contract's functions as the solution notebook defines them: its setup imports
+        and answer cells, run in a namespace of their own (the course's own, trusted code;
+        never a learner's)."""
+        namespace: dict[str, Any] = {"__name__": f"__reference_{self.id}__"}
+        sources = [notebooks.setup_imports(solution), *notebooks.answer_sources(solution)]
+        for number, source in enumerate(sources):
+            exec(compile(source, f"<reference {self.id} cell {number}>", "exec"), namespace)
+        missing = [n for n in self.contract if not callable(namespace.get(n))]
+        if missing:
+            raise ValueError(
+                f"the solution {self.unit.notebook} does not define {', '.join(missing)}"
+            )
+        return {n: namespace[n] for n in self.contract}
 
     def source(self) -> str:
         """The module's text (a version fingerprint input; never run anywhere)."""

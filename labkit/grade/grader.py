@@ -81,7 +81,6 @@ from labkit.grade.report import (
 )
 from labkit.grade.worker import WorkerGone, WorkerRunner, plain_spawn, worker_argv
 
-SETUP_ID: Final = "setup"
 _B: Final = "__labkit_builtins__"
 _Q: Final = "__labkit_quiet__"
 # Installed first in the kernel: in each cell (IPython's `pre_execute` event, after the
@@ -297,7 +296,7 @@ def grade(
         if kind != "locked":
             sources.append(_mark_cell(restored_cell))
     answers = [c.source for c, kind in zip(cells, restored.kinds, strict=True) if kind == "answer"]
-    worker_sources = [setup_imports(release), *answers]
+    worker_sources = [notebooks.setup_imports(release), *answers]
     area = Path(tempfile.mkdtemp(prefix="sub-", dir=scratch_root))
     try:
         scratch = _lay_out(area)
@@ -434,29 +433,6 @@ def _score(exercise_id: str, result: CheckResult) -> CheckScore:
         max_points=float(result.possible),
         message=outputs.plain(result.message),
     )
-
-
-def setup_imports(release: NotebookNode) -> str:
-    """The import statements of the release's setup cell (its id is `setup`, else it is the
-    first code cell): what the notebook gives its answer cells. Nothing else of it runs in a
-    check worker."""
-    code = notebooks.code_cells(release)
-    cell = next((c for c in code if c.get("id") == SETUP_ID), code[0] if code else None)
-    if cell is None:
-        return ""
-    source = "\n".join(
-        "" if line.lstrip().startswith(("%", "!")) else line for line in cell.source.split("\n")
-    )
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return ""
-    imports = [
-        ast.get_source_segment(source, node) or ""
-        for node in tree.body
-        if isinstance(node, ast.Import | ast.ImportFrom)
-    ]
-    return "".join(f"{text}\n" for text in imports)
 
 
 def checked_outputs(

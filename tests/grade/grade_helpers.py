@@ -24,8 +24,10 @@ from nbformat.v4 import new_code_cell
 from labkit.course import build
 from labkit.course.exercises.checks import CheckReport, InProcessRunner, run_checks
 from labkit.course.exercises.registry import EXERCISES as COURSE_CHECKS
-from labkit.course.exercises.registry import answer_cells, graded, reference_answer
+from labkit.course.exercises.registry import graded
 from labkit.course.exercises.trial import Check, CheckSettings
+from labkit.grade import notebooks
+from labkit.grade.graded_exercises import GRADED
 from labkit.grade.worker import WorkerGone, WorkerRunner, worker_argv
 
 FIXTURES = Path(__file__).parent / "fixtures" / "solutions"
@@ -130,7 +132,7 @@ def write(directory: Path, filename: str, nb: NotebookNode) -> Path:
 
 def reference_answers(exercise_id: str) -> list[str]:
     """The answer cells of the course's solution notebook for `exercise_id`."""
-    return answer_cells(_solution(exercise_id))
+    return notebooks.answer_sources(_solution(exercise_id))
 
 
 def _solution(exercise_id: str) -> NotebookNode:
@@ -143,7 +145,7 @@ def reference_runner(exercise_id: str) -> InProcessRunner | None:
     exercise = COURSE_CHECKS[exercise_id]
     if not exercise.notebook:
         return None
-    return InProcessRunner(reference_answer(exercise, _solution(exercise_id)))
+    return InProcessRunner(GRADED[exercise_id].reference(_solution(exercise_id)))
 
 
 def quick(scratch: Path) -> CheckSettings:

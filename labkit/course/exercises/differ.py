@@ -17,7 +17,7 @@ Runs are deterministic per course version: the seed is derived from labkit's ver
 exercise and the check, and Hypothesis keeps no database, so a regrade sees the same inputs.
 Every explicit example (each catalogued mistake's input) runs first.
 
-Must not import ipywidgets or the checks.
+Must not import ipywidgets or the check engine.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ URLS = (
 
 
 @dataclass(frozen=True)
-class Ask:
+class Offer:
     capabilities: Any
     message: str = public.MESSAGE
     url: str = public.URL
@@ -50,14 +50,14 @@ class Ask:
     second_url: str = "https://mcp.example.com/connect/calendar"
 
 
-def describe(a: Ask) -> str:
+def describe(a: Offer) -> str:
     return (
         f"capabilities {a.capabilities!r}, message {a.message!r} and url {a.url!r} "
         f"(then again with message {a.second_message!r} and url {a.second_url!r})"
     )
 
 
-def play(side: Side, a: Ask) -> Observation:
+def play(side: Side, a: Offer) -> Observation:
     calls = []
     for message, url in ((a.message, a.url), (a.second_message, a.second_url)):
         outcome = side.attempt(CONTRACT, copy.deepcopy(a.capabilities), message, url)
@@ -73,7 +73,7 @@ def _declares_url(capabilities: Any) -> bool:
     return type(elicitation) is dict and "url" in elicitation
 
 
-def explain(a: Ask, mine: Observation, reference: Observation) -> Cause:
+def explain(a: Offer, mine: Observation, reference: Observation) -> Cause:
     for which in ("first call", "second call"):
         got, want = mine[which], reference[which]
         if got == want:
@@ -147,7 +147,7 @@ def _capabilities() -> st.SearchStrategy[Any]:
 
 
 ASKS = st.builds(
-    Ask,
+    Offer,
     _capabilities(),
     texts(),
     st.one_of(st.sampled_from(URLS), texts()),
@@ -156,14 +156,14 @@ ASKS = st.builds(
 )
 # Each catalogued mistake's input (tests/course/mistakes/ex2) stays an explicit example.
 EXAMPLES = (
-    Ask({"elicitation": {"url": {}}}),
-    Ask({"elicitation": {}}),
-    Ask({"elicitation": "url"}),
-    Ask({"elicitation": None}),
-    Ask({"url": {}, "elicitation": {"form": {}}}),
-    Ask({"roots": {}}),
-    Ask({"elicitation": {"url": {}}}, "  Connect «Reports» for Zoë.  ", URLS[1]),
-    Ask({"elicitation": {"form": {"url": {}}}, "sampling": {}}),
+    Offer({"elicitation": {"url": {}}}),
+    Offer({"elicitation": {}}),
+    Offer({"elicitation": "url"}),
+    Offer({"elicitation": None}),
+    Offer({"url": {}, "elicitation": {"form": {}}}),
+    Offer({"roots": {}}),
+    Offer({"elicitation": {"url": {}}}, "  Connect «Reports» for Zoë.  ", URLS[1]),
+    Offer({"elicitation": {"form": {"url": {}}}, "sampling": {}}),
 )
 
 
