@@ -475,7 +475,7 @@ def safety_result(
         )
         detail = (
             "these points count once your function does its job in at least one check, "
-            "without a safety fault. Next: make one of the checks above pass."
+            "without a safety fault. Next: get one of the checks above right first."
         )
         return [_result(exercise, check, outcome, detail, hidden)]
     return [_result(exercise, check, Outcome.PASSED, "passed", hidden)]
