@@ -113,6 +113,12 @@ class Opaque:
         return self.repr
 
 
+def type_name(value: Any) -> str:
+    """The name of a learner value's type as the learner wrote it (an `Opaque` names the type
+    it stands for)."""
+    return value.type if isinstance(value, Opaque) else type(value).__name__
+
+
 class EncodingError(ValueError):
     pass
 

@@ -32,6 +32,7 @@ from labkit.course.exercises.trial import (
     Rule,
     Safety,
     Trial,
+    not_a_bool_next,
     stub_message,
 )
 
@@ -128,20 +129,6 @@ def _returned_none_next(result: Any, otherwise: str) -> str:
     return not_a_bool_next(result) or otherwise
 
 
-def not_a_bool_next(result: Any) -> str:
-    """The next step when `result` is not a bool at all (None, a rowcount), else ""."""
-    if result is None:
-        return "end every path with `return True` or `return False` (None means a missing return)"
-    if type(result) is int:
-        return (
-            f"return True or False, a real bool: {result!r} is an int (a rowcount, perhaps), "
-            "and the contract's answer is compared with `is True` / `is False`"
-        )
-    if type(result) is not bool:
-        return f"return True or False, a real bool, not a {type(result).__name__}"
-    return ""
-
-
 def fresh_claim(t: Trial) -> Fail | None:
     path = _world(t)
     conn = _learner_connection(t, path)
@@ -172,7 +159,12 @@ def fresh_claim(t: Trial) -> Fail | None:
             "delete the note inside the transaction, before COMMIT",
         ),
         (
-            (PRINCIPAL, "n-1") not in seen.claims,
+            (PRINCIPAL, "n-1") not in seen.claims and ("n-1", PRINCIPAL) in seen.claims,
+            "the claim was recorded with its principal and nonce swapped",
+            "insert the values in the columns' order: (principal, nonce, expires_at)",
+        ),
+        (
+            (PRINCIPAL, "n-1") not in seen.claims and ("n-1", PRINCIPAL) not in seen.claims,
             "the nonce was not recorded in claims",
             "insert the (principal, nonce, expires_at) row into claims inside the transaction",
         ),
@@ -305,7 +297,8 @@ def missing_note(t: Trial) -> Fail | None:
             expected,
             f"it returned {again!r} and note-7 is "
             f"{'still there' if 'note-7' in _look(t, path).notes else 'gone'}",
-            "a refused claim must leave no trace: undo it completely (ROLLBACK)",
+            not_a_bool_next(again)
+            or "a refused claim must leave no trace: undo it completely (ROLLBACK)",
         )
     return None
 

@@ -36,6 +36,7 @@ from labkit.course.exercises.trial import (
     Rule,
     Safety,
     Trial,
+    not_a_bool_next,
 )
 
 CONTRACT = "delete_note"
@@ -132,16 +133,7 @@ def _verdict(
         problems.append(f"{', '.join(kept)} {'is' if len(kept) == 1 else 'are'} still there")
     if not problems:
         return None if want else _acceptance(t)
-    if result is None:
-        next_step = (
-            "end every path with `return True` or `return False` (None means a missing return)"
-        )
-    elif type(result) is int:
-        next_step = (
-            f"return True or False, a real bool: {result!r} is an int (a rowcount, perhaps), "
-            "and the contract's answer is compared with `is True` / `is False`"
-        )
-    return Fail(expected, " and ".join(problems), next_step)
+    return Fail(expected, " and ".join(problems), not_a_bool_next(result) or next_step)
 
 
 def _acceptance(t: Trial) -> Fail | None:
@@ -161,7 +153,8 @@ def _acceptance(t: Trial) -> Fail | None:
         return Fail(
             expected,
             f"it returned {outcome.value!r}",
-            "refuse only when a check fails: when the principal is authorized and the note "
+            not_a_bool_next(outcome.value)
+            or "refuse only when a check fails: when the principal is authorized and the note "
             "is inside the workspace, delete it, COMMIT and return True",
         )
     return None

@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from labkit.course.exercises.calls import IdSource
+from labkit.course.exercises.calls import IdSource, type_name
 from labkit.course.exercises.trial import (
     Check,
     Contract,
@@ -70,8 +70,8 @@ def _compare(
     if not isinstance(got, list):
         return Fail(
             expected,
-            f"it returned a {type(got).__name__}",
-            f"return a list of (key, request) pairs, not a {type(got).__name__}",
+            f"it returned a {type_name(got)}",
+            f"return a list of (key, request) pairs, not a {type_name(got)}",
         )
     pairs = [tuple(p) if isinstance(p, list | tuple) else p for p in got]
     wanted: list[Any] = [tuple(w) for w in want]
@@ -79,12 +79,12 @@ def _compare(
         return Fail(
             expected,
             f"it returned a list where {difference(wanted, pairs)}",
-            _next(pairs, wanted, step),
+            pair_next(pairs, wanted, step),
         )
     return None
 
 
-def _next(pairs: list[Any], wanted: list[Any], step: str) -> str:
+def pair_next(pairs: list[Any], wanted: list[Any], step: str) -> str:
     """The next step for the first wrong pair, from what is wrong with it; else `step`."""
     for pair, (key, request) in zip(pairs, wanted, strict=False):
         if pair == (key, request):
@@ -96,6 +96,12 @@ def _next(pairs: list[Any], wanted: list[Any], step: str) -> str:
             return "put each pair as (key, request): the input key first, then the request"
         if not isinstance(second, dict):
             return step
+        extra = sorted(k for k in second if k not in request and k != "elicitationId")
+        if extra:
+            return (
+                f"send only the request's own keys ({', '.join(request)}): "
+                f"{', '.join(map(repr, extra))} is not one of them"
+            )
         if second.get("id") != request["id"] and str(second.get("id")) == str(request["id"]):
             return "use each id as next_id() returns it (an int here), without converting it"
         params, want_params = second.get("params"), request.get("params")

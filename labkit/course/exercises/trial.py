@@ -54,6 +54,7 @@ from labkit.course.exercises.calls import (
     format_frames,
     learner_frames,
     learner_traceback,
+    type_name,
 )
 from labkit.course.exercises.folder import Folder, Private
 
@@ -489,6 +490,20 @@ def call_bounded(fn: Callable[..., T], args: Sequence[Any], timeout: float) -> t
     return (box[0],) if box else None
 
 
+def not_a_bool_next(result: Any) -> str:
+    """The next step when `result` is not a bool at all (None, a rowcount), else ""."""
+    if result is None:
+        return "end every path with `return True` or `return False` (None means a missing return)"
+    if type(result) is int:
+        return (
+            f"return True or False, a real bool: {result!r} is an int (a rowcount, perhaps), "
+            "and the contract's answer is compared with `is True` / `is False`"
+        )
+    if type(result) is not bool:
+        return f"return True or False, a real bool, not a {type_name(result)}"
+    return ""
+
+
 def pythons_own(error: LearnerError) -> bool:
     """Whether the exception's type comes with Python (builtins or the standard library)."""
     return error.module.partition(".")[0] in ("builtins", *sys.stdlib_module_names)
@@ -537,13 +552,12 @@ def _differences(expected: Any, got: Any, where: str, found: list[str]) -> None:
         what = where or "it"
         if type(expected) is not type(got) and expected == got:
             found.append(
-                f"{what} is {_short(got)} of type {type(got).__name__} "
-                f"(expected {_short(expected)} of type {type(expected).__name__})"
+                f"{what} is {_short(got)} of type {type_name(got)} "
+                f"(expected {_short(expected)} of type {type_name(expected)})"
             )
         elif type(expected) is not type(got):
             found.append(
-                f"{what} is {_short(got)} of type {type(got).__name__} "
-                f"(expected {_short(expected)})"
+                f"{what} is {_short(got)} of type {type_name(got)} (expected {_short(expected)})"
             )
         else:
             found.append(f"{what} is {_short(got)} (expected {_short(expected)})")

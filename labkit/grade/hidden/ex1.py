@@ -27,7 +27,15 @@ from labkit.course.exercises import ex1_replay as public
 from labkit.course.exercises.calls import SqliteConnection
 from labkit.course.exercises.differ import Cause, Observation, Search, Side, differential, observed
 from labkit.course.exercises.fixtures import claimed, note_ids
-from labkit.course.exercises.trial import Check, Fail, Outcome, Raised, Trial, stub_message
+from labkit.course.exercises.trial import (
+    Check,
+    Fail,
+    Outcome,
+    Raised,
+    Trial,
+    not_a_bool_next,
+    stub_message,
+)
 
 CONTRACT = public.CONTRACT
 RACERS = 6
@@ -173,7 +181,7 @@ def explain(s: Claims, mine: Observation, reference: Observation) -> Cause:
             )
         value = got.get("returned")
         if type(value) is not bool:
-            return Cause(public.not_a_bool_next(value) or "return True or False", safety)
+            return Cause(not_a_bool_next(value) or "return True or False", safety)
         if value is True and want.get("returned") is False:
             if (call.principal, call.nonce) in s.claimed or _earlier(s, number):
                 return Cause(
@@ -199,9 +207,12 @@ def explain(s: Claims, mine: Observation, reference: Observation) -> Cause:
         return Cause("return False when the nonce is taken or the note is missing", safety)
     if mine["claims"] != reference["claims"]:
         extra = set(mine["claims"]) - set(reference["claims"])
-        if extra and all(
-            x[2] == y[2] for x in extra for y in reference["claims"] if x[:2] == y[:2]
-        ):
+        if sorted((n, p, e) for p, n, e in mine["claims"]) == reference["claims"]:
+            return Cause(
+                "insert the values in the columns' order: (principal, nonce, expires_at)",
+                safety,
+            )
+        if extra and set(reference["claims"]) <= set(mine["claims"]):
             return Cause(
                 "a refused claim must leave no trace: undo it (ROLLBACK) when the note is not "
                 "deleted",
@@ -304,6 +315,8 @@ def rival_between_statements(t: Trial) -> Fail | None:
 def _racing_error(summary: str) -> str:
     if "locked" in summary:
         return "start the transaction with BEGIN IMMEDIATE, so a rival waits for the write lock"
+    if "IntegrityError" not in summary:
+        return "fix the line your exception comes from: it fails whoever wins the race"
     return (
         "a rival that finds the nonce taken is an expected case: the loser waits for the lock "
         "(BEGIN IMMEDIATE) and returns False, it does not raise"

@@ -23,6 +23,7 @@ from pathlib import Path, PurePath
 from hypothesis import strategies as st
 
 from labkit.course.exercises import ex4_symlinks as public
+from labkit.course.exercises.calls import type_name
 from labkit.course.exercises.differ import Cause, Observation, Search, Side, differential
 from labkit.course.exercises.trial import Check, Fail, Raised, Trial
 
@@ -103,9 +104,9 @@ def play(side: Side, r: Resolve) -> Observation:
         text = os.fspath(value)
         if text == base or text.startswith(base + os.sep):
             text = "<tmp>" + text[len(base) :]
-        seen: Observation = {"returned": text, "of type": type(value).__name__}
+        seen: Observation = {"returned": text, "of type": type_name(value)}
         return {**seen, MISSING: True} if missing else seen
-    return {"returned": repr(value), "of type": type(value).__name__}
+    return {"returned": repr(value), "of type": type_name(value)}
 
 
 MISSING = "(no file there)"

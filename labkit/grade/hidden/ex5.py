@@ -86,10 +86,11 @@ def explain(x: Translate, mine: Observation, reference: Observation) -> Cause:
             return Cause("use each id as next_id() returns it, int or str, without converting")
         if type(request) is dict and ("params" in request) != ("params" in expected):
             return Cause("add params only when the entry has them, and then always")
-        return Cause(
+        copy_as_is = (
             f"copy the {entry.get('method')!r} entry's method and params as they are (adding "
             "only elicitationId, inside params, to a URL-mode elicitation/create)"
         )
+        return Cause(public.pair_next([(key, request)], [(key, expected)], copy_as_is))
     return Cause("return the pairs the contract describes")
 
 
