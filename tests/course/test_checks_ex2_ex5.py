@@ -62,7 +62,7 @@ def empty_means_url(capabilities: dict[str, Any], message: str, url: str) -> dic
 
 
 def wrong_code(capabilities: dict[str, Any], message: str, url: str) -> dict[str, Any]:
-    if "url" not in capabilities.get("elicitation", {}):
+    if "url" not in (capabilities.get("elicitation") or {}):
         raise ProtocolError(INVALID_PARAMS, "no url")
     return never_gates(capabilities, message, url)
 
@@ -101,7 +101,7 @@ def test_ex2_mistakes_fail_the_check_that_names_them(
 
 def test_ex2_a_refusal_of_the_wrong_type_raised_on_purpose_is_incorrect() -> None:
     def raises_value_error(capabilities: dict[str, Any], message: str, url: str) -> dict[str, Any]:
-        if "url" not in capabilities.get("elicitation", {}):
+        if "url" not in (capabilities.get("elicitation") or {}):
             raise ValueError("url mode not declared")
         return never_gates(capabilities, message, url)
 

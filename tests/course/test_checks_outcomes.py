@@ -93,7 +93,7 @@ def test_deliberate_survives_the_json_boundary() -> None:
 
 def test_a_wrong_type_refusal_on_purpose_is_incorrect_in_ex2_and_ex4_alike(tmp_path: Path) -> None:
     def ex2(capabilities: dict[str, Any], message: str, url: str) -> dict[str, Any]:
-        if "url" not in capabilities.get("elicitation", {}):
+        if "url" not in (capabilities.get("elicitation") or {}):
             raise ValueError("not declared")
         return {
             "method": "elicitation/create",
@@ -118,7 +118,7 @@ def test_a_protocol_error_with_the_wrong_code_is_incorrect_and_names_the_code(
     tmp_path: Path,
 ) -> None:
     def wrong_code(capabilities: dict[str, Any], message: str, url: str) -> dict[str, Any]:
-        if "url" in capabilities.get("elicitation", {}):
+        if "url" in (capabilities.get("elicitation") or {}):
             return url_elicitation(capabilities, message, url)
         raise ProtocolError(INVALID_PARAMS, "no", {"requiredCapabilities": {}})
 

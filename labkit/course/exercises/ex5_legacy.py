@@ -96,7 +96,7 @@ def pair_next(pairs: list[Any], wanted: list[Any], step: str) -> str:
             return "put each pair as (key, request): the input key first, then the request"
         if not isinstance(second, dict):
             return step
-        extra = sorted(k for k in second if k not in request and k != "elicitationId")
+        extra = sorted(k for k in second if k not in (*request, "params", "elicitationId"))
         if extra:
             return (
                 f"send only the request's own keys ({', '.join(request)}): "
