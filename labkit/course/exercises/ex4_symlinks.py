@@ -31,7 +31,8 @@ from labkit.course.exercises.trial import (
 
 CONTRACT = "resolve_inside"
 WRONG_EXCEPTION_NEXT = (
-    "raise PermissionError for every refusal: the contract names it, and callers catch exactly that"
+    "raise PermissionError for every refusal: the contract names it, and callers test for "
+    "exactly that type"
 )
 CRASH_NEXT = (
     "the contract's refusal is a PermissionError you raise: test containment yourself "
@@ -94,7 +95,15 @@ def _refuses(
             "refuse by raising PermissionError, never by returning a fallback path such as the "
             "root: the caller would act on a file it never asked for"
         )
-    return Fail(expected, f"it returned {_show(tree, value)}{why}", next_step)
+    # Every probe here names a file outside the root: a path returned for it (other than the
+    # root as a fallback) is one the caller would act on outside the root.
+    escaped = isinstance(value, str | PurePath) and Path(value) != tree.root
+    return Fail(
+        expected,
+        f"it returned {_show(tree, value)}{why}",
+        next_step,
+        safety="it returned a path whose real place is outside the root" if escaped else "",
+    )
 
 
 def plain_file(t: Trial) -> Fail | None:
