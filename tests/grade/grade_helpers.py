@@ -47,31 +47,34 @@ WORKER_ARGV = worker_argv(
     memory=2 * 1024**3, cpu=60, nproc=64, fsize=64 * 1024**2, sandbox="off", python=sys.executable
 )
 
-# ex1 keyed by nonce alone: races, transactions and missing notes are right (every public
-# check passes), per-principal nonces are not (a hidden check fails).
-NONCE_ONLY = """def claim_and_delete(conn, principal, nonce, note_id, expires_at):
+# ex1 with the principal folded to lower case: every public check passes (they spell each
+# principal one way), a hidden check's generated principals ('Alice' beside 'alice') do not.
+CASE_FOLDED = """def claim_and_delete(conn, principal, nonce, note_id, expires_at):
     conn.execute("BEGIN IMMEDIATE")
     try:
-        seen = conn.execute("SELECT 1 FROM claims WHERE nonce = ?", (nonce,)).fetchone()
-        deleted = not seen and conn.execute("DELETE FROM notes WHERE id = ?", (note_id,)).rowcount
-        if not deleted:
-            conn.execute("ROLLBACK")
-            return False
-        conn.execute("INSERT INTO claims VALUES (?, ?, ?)", (principal, nonce, expires_at))
-        conn.execute("COMMIT")
-        return True
+        is_new = conn.execute(
+            "INSERT INTO claims (principal, nonce, expires_at) VALUES (?, ?, ?) "
+            "ON CONFLICT (principal, nonce) DO NOTHING",
+            (principal.lower(), nonce, expires_at),
+        ).rowcount == 1
+        if is_new and conn.execute("DELETE FROM notes WHERE id = ?", (note_id,)).rowcount == 1:
+            conn.execute("COMMIT")
+            return True
+        conn.execute("ROLLBACK")
+        return False
     except BaseException:
         conn.execute("ROLLBACK")
         raise"""
 
-# ex2 gated by `"url" in elicitation`: right for every object (every public check passes), wrong
-# for the string "url" (a hidden check fails).
-STRING_GATE = """def url_elicitation(capabilities, message, url):
-    if "url" not in (capabilities.get("elicitation") or {}):
+# ex2 that tidies the text it was given: right for the public message and URL (nothing to strip
+# or lower), wrong for a hidden check's generated ones.
+TIDIES_TEXT = """def url_elicitation(capabilities, message, url):
+    elicitation = capabilities.get("elicitation")
+    if not isinstance(elicitation, dict) or "url" not in elicitation:
         raise ProtocolError(
             -32021, "URL mode needed", {"requiredCapabilities": {"elicitation": {"url": {}}}}
         )
-    params = {"mode": "url", "message": message, "url": url}
+    params = {"mode": "url", "message": message.strip(), "url": url.lower()}
     return {"method": "elicitation/create", "params": params}"""
 
 # ex5 walking the keys sorted: the public checks' keys are already sorted, a hidden check's not.

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from grade.grade_helpers import FIXTURES, NONCE_ONLY, InProcessWorkers, solved, with_source, write
+from grade.grade_helpers import CASE_FOLDED, FIXTURES, InProcessWorkers, solved, with_source, write
 from labkit.course.exercises.trial import Check, Contract, Exercise, Fail, Trial
 from labkit.grade import batch, classview, grader, report
 from labkit.grade.graded_exercises import GradedExercise
@@ -296,7 +296,7 @@ def test_a_stub_gains_no_point_from_an_output_that_shows_it_at_work(
     stub = "def claim_and_delete(conn, principal, nonce, note_id, expires_at):\n"
     stub += "    raise NotImplementedError\n"
     found = {}
-    for answer, demo in ((stub, 0.0), (NONCE_ONLY, 1.0)):
+    for answer, demo in ((stub, 0.0), (CASE_FOLDED, 1.0)):
         sub = graded(tmp_path / str(demo), course, FakeRunner(runs), answer=answer)
         outputs = {c.name: c for e in sub.exercises for c in e.checks if e.id == "outputs"}
         assert outputs["outputs/address"].points == 1.0  # shows no learner function
