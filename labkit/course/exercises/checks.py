@@ -9,10 +9,12 @@ A message names the check, says what was expected and what happened, and gives o
 without the answer. The pass line never says "all tests passed":
 hidden checks run at grading (otter #138).
 
-The grader reuses these definitions: `Exercise.checks` are the public checks, and hidden
-checks come from a separate mapping given to `Checker(hidden=...)`, so adding them never
-edits this module or the exercise modules; `Checker.check(..., **implementations)` runs
-against explicit implementations instead of the notebook's namespace.
+The grader reuses these definitions through `run_checks`: `Exercise.checks` are the public
+checks, the hidden ones come from the module the exercise names (`Exercise.hidden`, imported
+by the grader only), and the reference answer runs beside the learner's for the differential
+ones. `Checker(hidden=..., reference=...)` does the same in one process (tests);
+`Checker.check(..., **implementations)` runs against explicit implementations instead of the
+notebook's namespace.
 
 The registry (`labkit.course.exercises.registry.EXERCISES`) is data this engine reads; the
 exercise modules are written with `labkit.course.exercises.trial` and never import the engine.
