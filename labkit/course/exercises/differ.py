@@ -46,6 +46,7 @@ from labkit.course.exercises.trial import (
 
 S = TypeVar("S")
 Observation = dict[str, Any]
+CRASHED: Final = " (not raised on purpose)"
 
 NO_REFERENCE: Final = (
     "did not run: this check compares your function with the course's reference answer, "
@@ -210,13 +211,26 @@ def _failure(
 ) -> Fail:
     scenario: S = found.scenario
     cause = explain(scenario, found.mine, found.reference)
+    # An exception the learner's code did not mean, where the reference raised none of its
+    # own, is an error in the learner's code (the outcome rule), not a wrong answer.
+    crashed = _crashes(found.mine) > _crashes(found.reference)
     return Fail(
         f"on {search.describe(scenario)}, it should have done what the reference does "
         f"({said(found.reference)})",
         f"{difference(found.reference, found.mine)}",
         cause.next_step,
+        Outcome.ERROR if crashed else Outcome.INCORRECT,
         safety=cause.safety,
     )
+
+
+def _crashes(observation: Any) -> int:
+    """How many exceptions not raised on purpose an observation records."""
+    if isinstance(observation, Mapping):
+        return sum(_crashes(v) for v in observation.values())
+    if isinstance(observation, list | tuple):
+        return sum(_crashes(v) for v in observation)
+    return int(isinstance(observation, str) and observation.endswith(CRASHED))
 
 
 def said(observation: Mapping[str, Any]) -> str:
@@ -236,7 +250,7 @@ def observed(outcome: Returned | Raised, *, refusal: str | None = None) -> Obser
     error = outcome.error
     if refusal is not None and error.is_a(refusal):
         return {"raised": refusal.rsplit(".", 1)[-1], "code": error.code, "data": error.data}
-    kind = error.type if error.deliberate else f"{error.type} (not raised on purpose)"
+    kind = error.type if error.deliberate else f"{error.type}{CRASHED}"
     return {"raised": kind}
 
 

@@ -25,7 +25,15 @@ from hypothesis import strategies as st
 
 from labkit.course.exercises import ex1_replay as public
 from labkit.course.exercises.calls import SqliteConnection
-from labkit.course.exercises.differ import Cause, Observation, Search, Side, differential, observed
+from labkit.course.exercises.differ import (
+    CRASHED,
+    Cause,
+    Observation,
+    Search,
+    Side,
+    differential,
+    observed,
+)
 from labkit.course.exercises.fixtures import claimed, note_ids
 from labkit.course.exercises.trial import (
     Check,
@@ -49,7 +57,7 @@ RACE_NEXT = (
     "IMMEDIATE, so each rival waits and then finds the nonce taken"
 )
 NOTES = ("note-1", "note-2", "note-3")
-HELD_ERROR = {"raised": "IntegrityError (not raised on purpose)"}
+HELD_ERROR = {"raised": f"IntegrityError{CRASHED}"}
 # How long a call waits for the write lock: nothing else holds it between calls, so a wait
 # means the learner's previous call left it held.
 WAIT = 0.3
@@ -172,7 +180,7 @@ def explain(s: Claims, mine: Observation, reference: Observation) -> Cause:
                     "cursor.rowcount), ROLLBACK and return False",
                     safety,
                 )
-            if "not raised on purpose" in raised:
+            if raised.endswith(CRASHED):
                 return Cause("fix the line your exception comes from", safety)
             return Cause(
                 "return False for a refusal: the contract's refusal is the value False, not an "
