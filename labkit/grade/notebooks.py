@@ -8,7 +8,8 @@ by Colab, by the release's cell order and source), `restore` (locked cells, as n
 locks them: every released cell except the answer cells runs as released, whatever the
 submission holds; the answer cells are the ones the course build stubbed, read from the
 release's stamp, never from the submission's tags) and `structure` (one notice per change a
-learner made: cells added, deleted, duplicated, retyped, and locked cells edited).
+learner made: cells added, deleted, duplicated, retyped, and locked cells edited), and what a
+check worker or the reference answer is made of (`setup_imports`, `answer_sources`).
 
 Reads the raw JSON itself instead of nbformat's validating reader: a learner's notebook with
 a duplicated cell id is still gradable, and the validator would "repair" (rename) the very
