@@ -156,25 +156,23 @@ def hand_over(scratch: Path, uid: int) -> None:
     worker's scratch and its check folders, where the learner's side may write the files it
     was given but add, rename or replace nothing (racers share no other place)."""
 
-    def enter(fd: int) -> list[str] | None:
+    def enter(fd: int) -> list[str]:
+        """The directory's entries to walk, once it is `uid`'s (none in a kept one)."""
         status = os.fstat(fd)
         if status.st_uid == 0 and stat.S_IMODE(status.st_mode) == KEPT_MODE:
-            return None
+            return []
         os.fchown(fd, uid, uid)
         return os.listdir(fd)
 
-    stack: list[tuple[int, list[str]]] = []
-    top = os.open(scratch, _DIRECTORY)
+    # The open directories from the scratch folder down, each with the names left to visit.
+    stack: list[tuple[int, list[str]]] = [(os.open(scratch, _DIRECTORY), [])]
     try:
-        names = enter(top)
-        if names is not None:
-            stack.append((top, names))
-            top = -1
+        stack[-1][1].extend(enter(stack[-1][0]))
         while stack:
             fd, names = stack[-1]
             if not names:
-                os.close(fd)
                 stack.pop()
+                os.close(fd)
                 continue
             name = names.pop()
             try:
@@ -183,16 +181,11 @@ def hand_over(scratch: Path, uid: int) -> None:
                 with contextlib.suppress(FileNotFoundError):
                     os.chown(name, uid, uid, dir_fd=fd, follow_symlinks=False)
                 continue
-            inside = enter(child)
-            if inside is None:
-                os.close(child)
-            else:
-                stack.append((child, inside))
+            stack.append((child, []))
+            stack[-1][1].extend(enter(child))
     finally:
         for fd, _ in stack:
             os.close(fd)
-        if top >= 0:
-            os.close(top)
 
 
 def become(uid: int, scratch: Path) -> None:
