@@ -86,6 +86,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="fail a notebook whose cell runs longer than this (default: 10)",
     )
     execute.set_defaults(run=_run_course_execute)
+    table = course_commands.add_parser(
+        "table",
+        help="write the exercise table into README.md from the exercises' declarations",
+        description="Replace the text between the README's exercise-table markers with the "
+        "table the exercises declare (id, notebook, what the learner writes, checks, points).",
+    )
+    table.add_argument("readme", nargs="?", type=Path, default=Path("README.md"))
+    table.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 when the table is stale"
+    )
+    table.set_defaults(run=_run_course_table)
     package = course_commands.add_parser(
         "package",
         help="package the course for Gradescope or a GitHub Classroom template",
@@ -468,12 +479,12 @@ def _run_grade_merge(argv: Sequence[str]) -> int:
 def _run_course_package(args: argparse.Namespace) -> int:
     _without_slow_format_checker()
     from labkit.grade import classroom, gradescope, version
-    from labkit.grade.graded_exercises import EXERCISES
+    from labkit.grade.graded_exercises import GRADED
     from labkit.grade.wheel import WheelError
 
     try:
         if args.platform == "gradescope":
-            course_version = version.course_version(args.solutions, args.notebooks, EXERCISES)
+            course_version = version.course_version(args.solutions, args.notebooks, GRADED)
             path = gradescope.package(
                 args.source, args.solutions, args.notebooks, course_version, args.out
             )
@@ -488,6 +499,29 @@ def _run_course_package(args: argparse.Namespace) -> int:
         return 1
     print(f"template repository: {args.out}/ ({len(written) - 1} files)")
     print(f"private course bundle (never in the template): {bundle}")
+    return 0
+
+
+def _run_course_table(args: argparse.Namespace) -> int:
+    from labkit.course.exercises import registry
+
+    try:
+        text = args.readme.read_text(encoding="utf-8")
+        current = registry.with_exercise_table(text)
+    except (OSError, registry.NoTable) as error:
+        print(f"labkit course table: {args.readme}: {error}", file=sys.stderr)
+        return 1
+    if current == text:
+        print(f"{args.readme}: the exercise table is up to date")
+        return 0
+    if args.check:
+        print(
+            f"{args.readme}: the exercise table is stale; run `labkit course table`",
+            file=sys.stderr,
+        )
+        return 1
+    args.readme.write_text(current, encoding="utf-8")
+    print(f"{args.readme}: exercise table written")
     return 0
 
 

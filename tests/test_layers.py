@@ -54,6 +54,7 @@ PHRASES: dict[str, tuple[str, ...]] = {
     "a widget toolkit": ("ipywidgets",),
     "ipywidgets": ("ipywidgets",),
     "the checks": ("labkit.course.exercises.checks", "labkit.course.exercises.trial"),
+    "the check engine": ("labkit.course.exercises.checks",),
     "the protocol core": CORE,
     "the server": ("labkit.server",),
     "the core": ("labkit.server", "labkit.notes_delete", "labkit.deployment"),

@@ -1,11 +1,12 @@
 """The exercises the grader knows, and which of them a solution notebook holds.
 
-Owns: the hidden checks module of each exercise of the course's registry
-(`labkit.course.exercises.registry`, where the contract names live: one registry), the hidden
+Owns: the graded view of the course's one registry (`labkit.course.exercises.registry`: each
+exercise declares its contract, notebook and hidden-check module there, once), the hidden
 checks themselves (`GradedExercise.checks()`: the module's `CHECKS`, `Check` objects run in
-the grader's process through a `CheckRunner`, never sent anywhere) and the module's text (for
-the grader's version fingerprint). An exercise is graded in a notebook when the notebook's
-code defines every name of its contract: no position, no extra metadata.
+the grader's process through a `CheckRunner`, never sent anywhere), the reference answer they
+compare with (`GradedExercise.reference`: the solution notebook's answer cells) and the
+module's text (for the grader's version fingerprint). An exercise is graded in a notebook
+when the notebook's code defines every name of its contract: no position, no extra metadata.
 
 Must not import nbclient or the report models.
 """
@@ -15,42 +16,64 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from nbformat import NotebookNode
 
-from labkit.course.exercises.registry import EXERCISES as COURSE
-from labkit.course.exercises.trial import Check
+from labkit.course.exercises import registry
+from labkit.course.exercises.trial import Check, Exercise
+from labkit.grade import notebooks
 
 
 @dataclass(frozen=True)
 class GradedExercise:
-    id: str
-    module: str  # the hidden checks: a module whose CHECKS are `Check(..., hidden=True)`
+    unit: Exercise
+
+    @property
+    def id(self) -> str:
+        return self.unit.id
+
+    @property
+    def module(self) -> str:
+        """The hidden checks: a module whose CHECKS are `Check(..., hidden=True)`."""
+        return self.unit.hidden
 
     @property
     def contract(self) -> tuple[str, ...]:
         """The names the learner's code defines, as the course's registry states them."""
-        return COURSE[self.id].contracts
+        return self.unit.contracts
 
     def checks(self) -> tuple[Check, ...]:
         checks: tuple[Check, ...] = importlib.import_module(self.module).CHECKS
         return checks
+
+    def reference(self, solution: NotebookNode) -> dict[str, Callable[..., Any]]:
+        """The contract's functions as the solution notebook defines them: its setup imports
+        and answer cells, run in a namespace of their own (the course's own, trusted code;
+        never a learner's)."""
+        namespace: dict[str, Any] = {"__name__": f"__reference_{self.id}__"}
+        sources = [notebooks.setup_imports(solution), *notebooks.answer_sources(solution)]
+        for number, source in enumerate(sources):
+            exec(compile(source, f"<reference {self.id} cell {number}>", "exec"), namespace)
+        missing = [n for n in self.contract if not callable(namespace.get(n))]
+        if missing:
+            raise ValueError(
+                f"the solution {self.unit.notebook} does not define {', '.join(missing)}"
+            )
+        return {n: namespace[n] for n in self.contract}
 
     def source(self) -> str:
         """The module's text (a version fingerprint input; never run anywhere)."""
         return inspect.getsource(importlib.import_module(self.module))
 
 
-EXERCISES: Final[Mapping[str, GradedExercise]] = {
-    "ex1": GradedExercise("ex1", "labkit.grade.hidden.ex1"),
-    "ex2": GradedExercise("ex2", "labkit.grade.hidden.ex2"),
-    "ex3": GradedExercise("ex3", "labkit.grade.hidden.ex3"),
-    "ex4": GradedExercise("ex4", "labkit.grade.hidden.ex4"),
-    "ex5": GradedExercise("ex5", "labkit.grade.hidden.ex5"),
-}
+def graded_set(units: Iterable[Exercise] | None = None) -> dict[str, GradedExercise]:
+    return {e.id: GradedExercise(e) for e in registry.graded(units)}
+
+
+GRADED: Final[Mapping[str, GradedExercise]] = graded_set()
 
 
 def defined_names(nb: NotebookNode) -> set[str]:

@@ -57,7 +57,7 @@ import nbformat
 from nbformat import NotebookNode
 
 from labkit.course import build
-from labkit.course.exercises.checks import CheckResult, run_checks
+from labkit.course.exercises.checks import CheckResult, InProcessRunner, run_checks
 from labkit.course.exercises.race import RaceResult
 from labkit.course.exercises.registry import EXERCISES as COURSE_EXERCISES
 from labkit.course.exercises.trial import (
@@ -69,7 +69,7 @@ from labkit.course.exercises.trial import (
     Stop,
 )
 from labkit.grade import graded_exercises as ex
-from labkit.grade import notebooks, outputs
+from labkit.grade import launcher, notebooks, outputs
 from labkit.grade.containment import KEEP_PLACEHOLDER, UID_PLACEHOLDER, Jobs
 from labkit.grade.kernel import CellRun, CellStatus, Execution, KernelRunner, sandbox_mode
 from labkit.grade.report import (
@@ -87,7 +87,6 @@ from labkit.grade.worker import (
     worker_argv,
 )
 
-SETUP_ID: Final = "setup"
 _B: Final = "__labkit_builtins__"
 _Q: Final = "__labkit_quiet__"
 # Installed first in the kernel: in each cell (IPython's `pre_execute` event, after the
@@ -229,7 +228,7 @@ class JobWorkers:
 @dataclass(frozen=True)
 class Course:
     solutions: Mapping[str, NotebookNode]
-    registry: Mapping[str, ex.GradedExercise] = field(default_factory=lambda: dict(ex.EXERCISES))
+    registry: Mapping[str, ex.GradedExercise] = field(default_factory=lambda: dict(ex.GRADED))
     patterns: Sequence[tuple[str, str]] = field(default_factory=outputs.sanitizers)
     # The course's exercises (public checks), by id (`labkit.course.exercises.registry`).
     exercises: Mapping[str, Exercise] = field(default_factory=lambda: dict(COURSE_EXERCISES))
@@ -258,10 +257,7 @@ class Course:
         return self.releases[stem]
 
     def exercise(self, graded: ex.GradedExercise) -> Exercise:
-        found = self.exercises.get(graded.id)
-        if found is None:
-            return Exercise(graded.id, graded.id, graded.contract)
-        return found
+        return self.exercises.get(graded.id, graded.unit)
 
 
 def grade(
@@ -316,7 +312,7 @@ def grade(
         if kind != "locked":
             sources.append(_mark_cell(restored_cell))
     answers = [c.source for c, kind in zip(cells, restored.kinds, strict=True) if kind == "answer"]
-    worker_sources = [setup_imports(release), *answers]
+    worker_sources = [notebooks.setup_imports(release), *answers]
     area = Path(tempfile.mkdtemp(prefix="sub-", dir=scratch_root))
     try:
         scratch = _lay_out(area)
@@ -335,7 +331,9 @@ def grade(
         try:
             _setup_imported(cells, restored.kinds, mine)
             for exercise in exercises:
-                results = check_exercise(course, exercise, worker_sources, workers, area)
+                results = check_exercise(
+                    course, exercise, worker_sources, workers, area, solution=solution
+                )
                 scores[exercise.id] = [_score(exercise.id, r) for r in results]
                 passed[exercise.id] = any(r.outcome is Outcome.PASSED for r in results)
         except GradingFailed as error:
@@ -372,14 +370,21 @@ def check_exercise(
     sources: Sequence[str],
     workers: Workers | None,
     area: Path,
+    *,
+    solution: NotebookNode | None = None,
 ) -> list[CheckResult]:
-    """The exercise's public then hidden checks, in this process, against a fresh worker."""
+    """The exercise's public then hidden checks, in this process, against a fresh worker; the
+    differential ones also call the reference answer (the solution's answer cells) here."""
     exercise = course.exercise(graded)
     checks: list[Check] = [*exercise.checks, *graded.checks()]
     if workers is None:
         return [_not_run(exercise, c, "no check worker was given to the grader") for c in checks]
+    reference = None if solution is None else InProcessRunner(graded.reference(solution))
     scratch = area / f"checks-{graded.id}"
     scratch.mkdir(mode=0o711)
+    # The launcher leaves a folder of this mode (and the check folders in it) the grader's,
+    # so the learner's side has no writable place but the files a check gives it.
+    scratch.chmod(launcher.KEPT_MODE)
     with workers.runner(scratch, sources) as worker:
         try:
             defined = worker.start()
@@ -388,7 +393,9 @@ def check_exercise(
         except WorkerGone as error:
             return [_not_run(exercise, c, str(error)) for c in checks]
         settings = CheckSettings(call_timeout=workers.call_timeout, tmp_parent=scratch)
-        report = run_checks(exercise, checks, _Guarded(worker), defined.__contains__, settings)
+        report = run_checks(
+            exercise, checks, _Guarded(worker), defined.__contains__, settings, reference
+        )
     return list(report.results)
 
 
@@ -470,29 +477,6 @@ def _score(exercise_id: str, result: CheckResult) -> CheckScore:
         max_points=float(result.possible),
         message=outputs.plain(result.message),
     )
-
-
-def setup_imports(release: NotebookNode) -> str:
-    """The import statements of the release's setup cell (its id is `setup`, else it is the
-    first code cell): what the notebook gives its answer cells. Nothing else of it runs in a
-    check worker."""
-    code = notebooks.code_cells(release)
-    cell = next((c for c in code if c.get("id") == SETUP_ID), code[0] if code else None)
-    if cell is None:
-        return ""
-    source = "\n".join(
-        "" if line.lstrip().startswith(("%", "!")) else line for line in cell.source.split("\n")
-    )
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return ""
-    imports = [
-        ast.get_source_segment(source, node) or ""
-        for node in tree.body
-        if isinstance(node, ast.Import | ast.ImportFrom)
-    ]
-    return "".join(f"{text}\n" for text in imports)
 
 
 def checked_outputs(

@@ -40,6 +40,7 @@ import os
 import resource
 import runpy
 import site
+import stat
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -190,6 +191,55 @@ def tasks_of(uid: int) -> int:
     return count
 
 
+_DIRECTORY: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+# The mode of a folder the grader keeps (a check worker's scratch): sticky, traversable, not
+# listable. Sticky alone is no mark: jupyter_client sets it on every kernel's runtime folder.
+KEPT_MODE: Final = 0o1711
+
+
+def hand_over(scratch: Path, uid: int) -> None:
+    """Give `uid` the scratch tree, as root, through descriptors only: each directory is opened
+    `O_NOFOLLOW` under its parent's descriptor and chowned through its own, each other entry
+    chowned by name under that descriptor without following it. A directory swapped for a
+    link while the walk runs is never followed (the open fails and the link itself is
+    chowned), so no host path is ever handed over.
+
+    A directory of root's in `KEPT_MODE` stays the grader's, with all it holds: a check
+    worker's scratch and its check folders, where the learner's side may write the files it
+    was given but add, rename or replace nothing (racers share no other place)."""
+
+    def enter(fd: int) -> list[str]:
+        """The directory's entries to walk, once it is `uid`'s (none in a kept one)."""
+        status = os.fstat(fd)
+        if status.st_uid == 0 and stat.S_IMODE(status.st_mode) == KEPT_MODE:
+            return []
+        os.fchown(fd, uid, uid)
+        return os.listdir(fd)
+
+    # The open directories from the scratch folder down, each with the names left to visit.
+    stack: list[tuple[int, list[str]]] = [(os.open(scratch, _DIRECTORY), [])]
+    try:
+        stack[-1][1].extend(enter(stack[-1][0]))
+        while stack:
+            fd, names = stack[-1]
+            if not names:
+                stack.pop()
+                os.close(fd)
+                continue
+            name = names.pop()
+            try:
+                child = os.open(name, _DIRECTORY, dir_fd=fd)
+            except OSError:  # not a directory (a link among them), gone, or no descriptor left
+                with contextlib.suppress(FileNotFoundError):
+                    os.chown(name, uid, uid, dir_fd=fd, follow_symlinks=False)
+                continue
+            stack.append((child, []))
+            stack[-1][1].extend(enter(child))
+    finally:
+        for fd, _ in stack:
+            os.close(fd)
+
+
 def become(uid: int, scratch: Path, keep: Sequence[str] = ("dac_read_search",)) -> None:
     """From root to `uid`, keeping only the capabilities `keep` names (lower case, no `cap_`).
 
@@ -206,10 +256,7 @@ def become(uid: int, scratch: Path, keep: Sequence[str] = ("dac_read_search",)) 
     1's racers) reach the same interpreter and their scratch copy, under the same Landlock
     rules, and nothing more."""
     kept = [CAPABILITY_NAMES.index(name.upper()) for name in keep]
-    for directory, dirs, files in os.walk(scratch):
-        os.chown(directory, uid, uid)
-        for name in (*dirs, *files):
-            os.chown(os.path.join(directory, name), uid, uid, follow_symlinks=False)
+    hand_over(scratch, uid)
     libc = ctypes.CDLL(None, use_errno=True)
     for cap in range(64):
         dropped = cap in kept or libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) == 0

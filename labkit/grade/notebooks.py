@@ -8,7 +8,8 @@ by Colab, by the release's cell order and source), `restore` (locked cells, as n
 locks them: every released cell except the answer cells runs as released, whatever the
 submission holds; the answer cells are the ones the course build stubbed, read from the
 release's stamp, never from the submission's tags) and `structure` (one notice per change a
-learner made: cells added, deleted, duplicated, retyped, and locked cells edited).
+learner made: cells added, deleted, duplicated, retyped, and locked cells edited), and what a
+check worker or the reference answer is made of (`setup_imports`, `answer_sources`).
 
 Reads the raw JSON itself instead of nbformat's validating reader: a learner's notebook with
 a duplicated cell id is still gradable, and the validator would "repair" (rename) the very
@@ -19,6 +20,7 @@ Must not run a kernel or import nbclient.
 
 from __future__ import annotations
 
+import ast
 import difflib
 import json
 import re
@@ -38,6 +40,7 @@ SOLUTION_BEGIN: Final = "# BEGIN SOLUTION"
 CELL_ID: Final = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 MAX_BYTES: Final = 64 * 2**20
 _ALIKE: Final = 0.34
+SETUP_ID: Final = "setup"
 
 
 class Unreadable(ValueError):
@@ -334,6 +337,35 @@ def structure(
             else:
                 notices.append(f"cell `{cell_id}` was deleted")
     return notices
+
+
+def setup_imports(release: NotebookNode) -> str:
+    """The import statements of the release's setup cell (its id is `setup`, else it is the
+    first code cell): what the notebook gives its answer cells. Nothing else of it runs in a
+    check worker."""
+    code = code_cells(release)
+    cell = next((c for c in code if c.get("id") == SETUP_ID), code[0] if code else None)
+    if cell is None:
+        return ""
+    source = "\n".join(
+        "" if line.lstrip().startswith(("%", "!")) else line for line in cell.source.split("\n")
+    )
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return ""
+    imports = [
+        ast.get_source_segment(source, node) or ""
+        for node in tree.body
+        if isinstance(node, ast.Import | ast.ImportFrom)
+    ]
+    return "".join(f"{text}\n" for text in imports)
+
+
+def answer_sources(solution: NotebookNode) -> list[str]:
+    """The answer cells' sources of a solution, in order (the reference answer)."""
+    answers = set(answer_ids(solution))
+    return [str(c.source) for c in code_cells(solution) if c.get("id") in answers]
 
 
 def code_cells(nb: NotebookNode) -> list[NotebookNode]:

@@ -16,6 +16,7 @@ import labkit.course
 from labkit.course.exercises.calls import is_learner_file
 from labkit.course.exercises.checkpoints import read_walkthrough
 from labkit.course.exercises.checks import (
+    SAFETY_CHECK,
     Checker,
     CheckReport,
     CheckResult,
@@ -26,15 +27,17 @@ from labkit.course.exercises.registry import EXERCISES
 from labkit.course.exercises.trial import (
     Check,
     CheckSettings,
+    Contract,
     Exercise,
     Fail,
     Outcome,
     Trial,
 )
 
-CONTRACT = {"ex1": "claim_and_delete", "ex3": "delete_note", "ex4": "resolve_inside"}
 REFERENCE = {"ex1": sol.claim_and_delete, "ex3": sol.delete_note, "ex4": sol.resolve_inside}
-N_CHECKS = {"ex1": 4, "ex3": 5, "ex4": 5}
+CONTRACT = {e: EXERCISES[e].contracts[0] for e in REFERENCE}
+# Every public check, and the safety points after them.
+N_CHECKS = {e: len(EXERCISES[e].checks) + (EXERCISES[e].safety is not None) for e in REFERENCE}
 
 
 def checker(namespace: dict[str, Any] | None = None, **settings: Any) -> Checker:
@@ -68,31 +71,55 @@ def test_reference_passes_every_public_check_with_an_honest_pass_line(exercise: 
 
 WRONG = [
     # exercise, implementation, the checks it must fail, the outcome there, a phrase of the got
-    ("ex1", "no_transaction", {"missing note keeps the nonce"}, Outcome.INCORRECT, "now recorded"),
+    (
+        "ex1",
+        "no_transaction",
+        {"missing note keeps the nonce", "transaction closed on every path"},
+        Outcome.INCORRECT,
+        "now recorded",
+    ),
     (
         "ex1",
         "delete_then_claim_commits",
-        {"replay refused", "two processes race"},
+        {
+            "replay refused",
+            "nonces per principal",
+            "transaction closed on every path",
+            "two processes race",
+        },
         Outcome.INCORRECT,
         "note-8 is gone",
     ),
     ("ex1", "select_then_insert", {"two processes race"}, Outcome.INCORRECT, "note-7, note-8"),
-    ("ex1", "forgets_rollback", {"missing note keeps the nonce"}, Outcome.INCORRECT, "still open"),
+    (
+        "ex1",
+        "forgets_rollback",
+        {"missing note keeps the nonce", "transaction closed on every path"},
+        Outcome.INCORRECT,
+        "still open",
+    ),
     (
         "ex1",
         "commits_missing_note",
-        {"missing note keeps the nonce"},
+        {"missing note keeps the nonce", "transaction closed on every path"},
         Outcome.INCORRECT,
         "now recorded",
     ),
     (
         "ex1",
         "forgets_return",
-        {"fresh claim", "replay refused", "missing note keeps the nonce", "two processes race"},
+        {c.name for c in EXERCISES["ex1"].checks} | {SAFETY_CHECK},
         Outcome.INCORRECT,
         "it returned None",
     ),
-    ("ex3", "string_prefix", {"prefix sibling kept"}, Outcome.INCORRECT, "note-evil is gone"),
+    # Comparing the raw strings also lets a stored uri that does not parse through.
+    (
+        "ex3",
+        "string_prefix",
+        {"prefix sibling kept", "a uri that does not parse"},
+        Outcome.INCORRECT,
+        "note-evil is gone",
+    ),
     ("ex3", "no_reauthorization", {"unauthorized principal"}, Outcome.INCORRECT, "note-1 is gone"),
     (
         "ex3",
@@ -115,6 +142,9 @@ WRONG = [
             "file symlink to outside refused",
             "symlink inside allowed",
             "directory symlink to outside refused",
+            # The loop's paired acceptance: a link that stays inside, returned unresolved.
+            "a loop of links refused",
+            SAFETY_CHECK,  # it returned a path outside the root
         },
         Outcome.INCORRECT,
         "returned PosixPath('<tmp>/notes/",
@@ -122,14 +152,14 @@ WRONG = [
     (
         "ex4",
         "startswith_realpath",
-        {"directory symlink to outside refused"},
+        {"directory symlink to outside refused", "a loop of links refused", SAFETY_CHECK},
         Outcome.INCORRECT,
         "returned PosixPath('<tmp>/notes-private/salary.md')",
     ),
     (
         "ex4",
         "last_component_only",
-        {"directory symlink to outside refused"},
+        {"directory symlink to outside refused", SAFETY_CHECK},
         Outcome.INCORRECT,
         "returned PosixPath('<tmp>/notes/shared/salary.md')",
     ),
@@ -239,7 +269,7 @@ def test_the_starter_stub_is_not_attempted(exercise: str) -> None:
 
     report = checker(namespace={CONTRACT[exercise]: stub}).check(exercise)
     assert [r.outcome for r in report.results] == [Outcome.NOT_ATTEMPTED] * N_CHECKS[exercise]
-    assert "still raises NotImplementedError (the starter stub)" in report.results[-1].message
+    assert "still raises NotImplementedError (the starter stub)" in report.results[0].message
 
 
 def test_the_namespace_is_read_and_a_keyword_overrides_it() -> None:
@@ -282,7 +312,10 @@ def test_a_hung_call_is_cut_at_the_time_bound_and_reported_as_an_error() -> None
 
 def test_an_exercise_without_checks_says_not_available_yet() -> None:
     pending = Exercise(
-        id="ex9", title="later", contracts=("later",), pending="not yet. Next: wait."
+        id="ex9",
+        title="later",
+        contract=Contract("later() -> None"),
+        pending="not yet. Next: wait.",
     )
     c = Checker({"ex9": pending}, namespace=dict, settings=CheckSettings(), hints=HintState())
     report = c.check("ex9")
@@ -334,14 +367,16 @@ def test_hidden_checks_come_from_the_grader_and_show_only_their_message() -> Non
     )
     report = grader.check("ex4", resolve_inside=sol.resolve_inside)
     hidden = [r for r in report.results if r.hidden]
-    assert [r.name for r in hidden] == ["root itself", "secret"]
-    assert report.headline == "ex4: 6/7 checks passed (5 public, 2 hidden); 6/7 points"
+    assert [r.name for r in hidden] == ["root itself", "secret", SAFETY_CHECK]
+    # Six public checks, two hidden ones and the safety points (4), counted with the hidden.
+    assert report.headline == "ex4: 8/9 checks passed (6 public, 3 hidden); 11/12 points"
     assert hidden[1].message == (
         "ex4 · secret: a hidden expectation, but something else happened. Next: think about it."
     )
     assert "secret_rule" not in str(report)  # never the hidden check's source
-    # The exercise itself is untouched: the public run still has five checks.
-    assert len(checker().check("ex4", resolve_inside=sol.resolve_inside).results) == 5
+    # The exercise itself is untouched: the public run still has its own checks only.
+    public = checker().check("ex4", resolve_inside=sol.resolve_inside)
+    assert len(public.results) == N_CHECKS["ex4"]
 
 
 def test_a_bug_in_a_check_is_not_blamed_on_the_learner() -> None:
@@ -349,7 +384,7 @@ def test_a_bug_in_a_check_is_not_blamed_on_the_learner() -> None:
         raise RuntimeError("fixture exploded")
 
     grader = Checker(namespace=dict, hidden={"ex4": [Check("broken", broken, "b")]})
-    result = grader.check("ex4", resolve_inside=sol.resolve_inside).results[-1]
+    result = by_name(grader.check("ex4", resolve_inside=sol.resolve_inside))["broken"]
     assert result.outcome is Outcome.ERROR
     assert "the check itself failed (RuntimeError: fixture exploded)" in result.message
 
@@ -360,7 +395,7 @@ def test_markdown_escapes_learner_text_and_plain_text_has_no_markup() -> None:
 
     report = run("ex4", raises_with_backticks)
     markdown = report._repr_markdown_()
-    assert markdown.startswith("**ex4: 0/5 public checks passed**")
+    assert markdown.startswith(f"**ex4: 0/{N_CHECKS['ex4']} public checks passed**")
     # In a sentence the learner's backticks are escaped; in a traceback, fenced by a longer run.
     assert "\\`\\`\\`\\*not markdown\\*" in markdown and "````text\n" in markdown
     assert "**" not in str(report)

@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 
 from labkit.course.exercises.calls import describe, raised_on_purpose
-from labkit.course.exercises.checks import Checker, CheckReport, HintState
+from labkit.course.exercises.checks import SAFETY_CHECK, Checker, CheckReport, HintState
 from labkit.course.exercises.registry import EXERCISES
 from labkit.course.exercises.trial import CheckSettings, Outcome, difference
 from labkit.errors import INVALID_PARAMS, ProtocolError
+from labkit.url_mode import url_elicitation
 
 
 def run(exercise_id: str, name: str, fn: Any, tmp_path: Path) -> CheckReport:
@@ -92,7 +93,7 @@ def test_deliberate_survives_the_json_boundary() -> None:
 
 def test_a_wrong_type_refusal_on_purpose_is_incorrect_in_ex2_and_ex4_alike(tmp_path: Path) -> None:
     def ex2(capabilities: dict[str, Any], message: str, url: str) -> dict[str, Any]:
-        if "url" not in capabilities.get("elicitation", {}):
+        if "url" not in (capabilities.get("elicitation") or {}):
             raise ValueError("not declared")
         return {
             "method": "elicitation/create",
@@ -117,6 +118,8 @@ def test_a_protocol_error_with_the_wrong_code_is_incorrect_and_names_the_code(
     tmp_path: Path,
 ) -> None:
     def wrong_code(capabilities: dict[str, Any], message: str, url: str) -> dict[str, Any]:
+        if "url" in (capabilities.get("elicitation") or {}):
+            return url_elicitation(capabilities, message, url)
         raise ProtocolError(INVALID_PARAMS, "no", {"requiredCapabilities": {}})
 
     r = result(run("ex2", "url_elicitation", wrong_code, tmp_path), "form only refused")
@@ -270,6 +273,8 @@ def test_ex5_a_dict_return_is_told_to_return_a_list_not_to_add_an_elicitation_id
 
     report = run("ex5", "to_legacy_requests", as_dict, tmp_path)
     for r in report.failed:
+        if r.name == SAFETY_CHECK:
+            continue
         assert "Next: return a list of (key, request) pairs, not a dict." in r.message
         assert "elicitationId" not in r.message.partition("Next:")[2]
 

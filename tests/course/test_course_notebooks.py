@@ -25,7 +25,7 @@ import pytest
 
 from labkit.course import build
 from labkit.grade.execute import cell_times, execute
-from labkit.grade.graded_exercises import EXERCISES
+from labkit.grade.graded_exercises import GRADED
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions"
@@ -259,7 +259,7 @@ def test_exercise_notebook_has_its_parts(name: str, exercise: str) -> None:
     nb = load(SOLUTIONS / name)
     sources = [c.source for c in code_cells(nb)]
     assert any(re.search(rf"check\(\s*['\"]{exercise}['\"]\s*\)", s) for s in sources), name
-    assert any(f"def {EXERCISES[exercise].contract[0]}(" in s for s in sources), name
+    assert any(f"def {GRADED[exercise].contract[0]}(" in s for s in sources), name
     assert any("quiz(" in s for s in sources), f"{name}: no quiz"
     assert any("Predict before you run" in m for m in markdown(nb)), f"{name}: no prediction"
     assert any(f'hint("{exercise}")' in m or f"hint('{exercise}')" in m for m in markdown(nb)), (

@@ -24,26 +24,10 @@ from labkit.course.exercises.trial import Outcome
 
 # Mistakes only the grader's hidden checks catch, with why the public checks cannot.
 HIDDEN_ONLY: dict[str, str] = {
-    "ex1/no_transaction_compensates": "the public checks never make the DELETE fail after the "
-    "claim, which is when hand-made compensation leaves the nonce used",
-    "ex1/two_transactions": "the public checks never make the DELETE fail between the two "
-    "transactions",
-    "ex1/nonce_without_principal": "the public checks use one principal (alice) only",
-    "ex1/swallows_exceptions": "no public check makes a statement fail inside the transaction, "
-    "so the swallowed exception and the open transaction are never seen",
-    "ex2/mutates_capabilities": "the public checks never look at the capabilities after the call",
-    "ex2/null_elicitation_crashes": "no public check sends 'elicitation': null",
     "ex2/shared_template": "the public checks never keep one returned entry across two calls",
-    "ex2/string_gate": "no public check sends an elicitation value that is not an object",
     "ex2/tidies_text": "the public message and URL have no spaces to strip or capitals to lower",
     "ex2/top_level_url": "no public check puts url at the top level of the capabilities",
-    "ex3/authorizes_note_not_workspace": "the public notes are all under the requested workspace "
-    "or outside every grant",
-    "ex3/prefix_with_slash": "no public note has a %2e%2e traversal in its stored uri",
-    "ex3/root_not_workspace": "no public request names a workspace narrower than the grant",
-    "ex3/scope_error_escapes": "no public note has a stored uri that does not parse",
     "ex4/absolute_root_not_real": "the public root is not reached through a symlink",
-    "ex4/realpath_follows_loops": "the public tree has no loop of links",
     "ex4/unresolved_root": "the public root is not reached through a symlink",
     "ex5/counts_up": "the public next_id() hands out consecutive ids, so counting up matches",
     "ex5/drops_other_methods": "the public entries are only elicitation/create and roots/list",

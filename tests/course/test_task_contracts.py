@@ -1,7 +1,8 @@
 """The contract a learner reads in three places says the same thing in each: the signature in
 the task cell of the solution notebook ("Write `name(params) -> type`"), the answer cell's
-`def` and docstring in the learner's copy (notebooks/), and the check module's own
-"Contract:" line (labkit/course/exercises/exN_*.py), which the public checks are written to.
+`def` and docstring in the learner's copy (notebooks/), and the exercise's declared contract
+(`Exercise.contract`), which the checks are written to. Every behaviour a check grades is a
+rule of that contract, stated word for word in the task cell, and shown by a public check.
 
 Read-only: the notebooks are parsed, never changed.
 """
@@ -16,24 +17,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from labkit.course.exercises import ex1_replay, ex2_url, ex3_notes, ex4_symlinks, ex5_legacy
-from labkit.course.exercises.registry import EXERCISES
+from labkit.course.exercises.registry import EXERCISES, graded
+from labkit.grade.graded_exercises import GRADED
 
 ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOKS = {
-    "ex1": "03-ex1-sqlite-replay-store.ipynb",
-    "ex2": "04-ex2-url-mode.ipynb",
-    "ex3": "05-ex3-sqlite-notes.ipynb",
-    "ex4": "06-ex4-symlink-policy.ipynb",
-    "ex5": "07-ex5-legacy-adapter.ipynb",
-}
-CHECK_MODULES = {
-    "ex1": ex1_replay,
-    "ex2": ex2_url,
-    "ex3": ex3_notes,
-    "ex4": ex4_symlinks,
-    "ex5": ex5_legacy,
-}
+NOTEBOOKS = {e.id: f"{e.notebook}.ipynb" for e in graded()}
 # The task cell of ex5 ("the faded end of the course: only the contract is given") states the
 # signature without a return type and describes the returned pairs in prose; the answer
 # cell's annotation states the type. Every other task cell states `-> type`.
@@ -82,11 +70,33 @@ def answer_function(folder: str, exercise_id: str) -> ast.FunctionDef:
 
 
 def module_contract(exercise_id: str) -> Signature:
-    """The "Contract:" line of the exercise's check module."""
-    doc = CHECK_MODULES[exercise_id].__doc__ or ""
-    match = re.search(r"Contract: `([^`]+)`", doc)
-    assert match, f"{CHECK_MODULES[exercise_id].__name__} states no Contract"
-    return _parse_signature(match.group(1))
+    """The exercise's declared contract."""
+    contract = EXERCISES[exercise_id].contract
+    assert contract is not None
+    return _parse_signature(contract.signature)
+
+
+def task_text(exercise_id: str) -> str:
+    nb = nbformat.read(ROOT / "solutions" / NOTEBOOKS[exercise_id], as_version=4)
+    return " ".join(nb.cells[_answer_index(nb) - 1].source.split())
+
+
+@pytest.mark.parametrize("exercise_id", sorted(NOTEBOOKS))
+def test_every_rule_a_check_grades_is_stated_in_the_task_and_shown_publicly(
+    exercise_id: str,
+) -> None:
+    exercise = EXERCISES[exercise_id]
+    assert exercise.contract is not None
+    rules = {r.id for r in exercise.contract.rules}
+    text = task_text(exercise_id)
+    for rule in exercise.contract.rules:
+        assert " ".join(rule.states.split()) in text, (rule.id, rule.states)
+    every = [*exercise.checks, *GRADED[exercise_id].checks()]
+    for check in every:
+        assert check.rules, f"{check.name} names no rule of the contract"
+        assert set(check.rules) <= rules, (check.name, set(check.rules) - rules)
+    public = {r for c in exercise.checks for r in c.rules}
+    assert public == rules, f"rules no public check shows: {rules - public}"
 
 
 def _last_name(annotation: str) -> str:

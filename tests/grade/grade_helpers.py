@@ -24,19 +24,16 @@ from nbformat.v4 import new_code_cell
 from labkit.course import build
 from labkit.course.exercises.checks import CheckReport, InProcessRunner, run_checks
 from labkit.course.exercises.registry import EXERCISES as COURSE_CHECKS
+from labkit.course.exercises.registry import graded
 from labkit.course.exercises.trial import Check, CheckSettings
+from labkit.grade import notebooks
+from labkit.grade.graded_exercises import GRADED
 from labkit.grade.worker import WorkerGone, WorkerRunner, worker_argv
 
 FIXTURES = Path(__file__).parent / "fixtures" / "solutions"
 # The real course: its solution notebooks and the five that hold an exercise.
 COURSE = Path(__file__).resolve().parents[2] / "solutions"
-COURSE_EXERCISES = {
-    "03-ex1-sqlite-replay-store": "ex1",
-    "04-ex2-url-mode": "ex2",
-    "05-ex3-sqlite-notes": "ex3",
-    "06-ex4-symlink-policy": "ex4",
-    "07-ex5-legacy-adapter": "ex5",
-}
+COURSE_EXERCISES = {e.notebook: e.id for e in graded()}
 NAMES = ("paths", "replay")
 MISTAKES = Path(__file__).resolve().parents[1] / "course" / "mistakes"
 # What the notebooks' setup cells give an answer cell.
@@ -50,31 +47,34 @@ WORKER_ARGV = worker_argv(
     memory=2 * 1024**3, cpu=60, nproc=64, fsize=64 * 1024**2, sandbox="off", python=sys.executable
 )
 
-# ex1 keyed by nonce alone: races, transactions and missing notes are right (every public
-# check passes), per-principal nonces are not (a hidden check fails).
-NONCE_ONLY = """def claim_and_delete(conn, principal, nonce, note_id, expires_at):
+# ex1 with the principal folded to lower case: every public check passes (they spell each
+# principal one way), a hidden check's generated principals ('Alice' beside 'alice') do not.
+CASE_FOLDED = """def claim_and_delete(conn, principal, nonce, note_id, expires_at):
     conn.execute("BEGIN IMMEDIATE")
     try:
-        seen = conn.execute("SELECT 1 FROM claims WHERE nonce = ?", (nonce,)).fetchone()
-        deleted = not seen and conn.execute("DELETE FROM notes WHERE id = ?", (note_id,)).rowcount
-        if not deleted:
-            conn.execute("ROLLBACK")
-            return False
-        conn.execute("INSERT INTO claims VALUES (?, ?, ?)", (principal, nonce, expires_at))
-        conn.execute("COMMIT")
-        return True
+        is_new = conn.execute(
+            "INSERT INTO claims (principal, nonce, expires_at) VALUES (?, ?, ?) "
+            "ON CONFLICT (principal, nonce) DO NOTHING",
+            (principal.lower(), nonce, expires_at),
+        ).rowcount == 1
+        if is_new and conn.execute("DELETE FROM notes WHERE id = ?", (note_id,)).rowcount == 1:
+            conn.execute("COMMIT")
+            return True
+        conn.execute("ROLLBACK")
+        return False
     except BaseException:
         conn.execute("ROLLBACK")
         raise"""
 
-# ex2 gated by `"url" in elicitation`: right for every object (every public check passes), wrong
-# for the string "url" (a hidden check fails).
-STRING_GATE = """def url_elicitation(capabilities, message, url):
-    if "url" not in (capabilities.get("elicitation") or {}):
+# ex2 that tidies the text it was given: right for the public message and URL (nothing to strip
+# or lower), wrong for a hidden check's generated ones.
+TIDIES_TEXT = """def url_elicitation(capabilities, message, url):
+    elicitation = capabilities.get("elicitation")
+    if not isinstance(elicitation, dict) or "url" not in elicitation:
         raise ProtocolError(
             -32021, "URL mode needed", {"requiredCapabilities": {"elicitation": {"url": {}}}}
         )
-    params = {"mode": "url", "message": message, "url": url}
+    params = {"mode": "url", "message": message.strip(), "url": url.lower()}
     return {"method": "elicitation/create", "params": params}"""
 
 # ex5 walking the keys sorted: the public checks' keys are already sorted, a hidden check's not.
@@ -135,9 +135,26 @@ def write(directory: Path, filename: str, nb: NotebookNode) -> Path:
 
 def reference_answers(exercise_id: str) -> list[str]:
     """The answer cells of the course's solution notebook for `exercise_id`."""
-    name = next(n for n, e in COURSE_EXERCISES.items() if e == exercise_id)
-    nb = build.read_notebook(COURSE / f"{name}.ipynb")
-    return [c.source for c in nb.cells if build.ANSWER_TAG in c.metadata.get("tags", [])]
+    return notebooks.answer_sources(_solution(exercise_id))
+
+
+def _solution(exercise_id: str) -> NotebookNode:
+    return build.read_notebook(COURSE / f"{COURSE_CHECKS[exercise_id].notebook}.ipynb")
+
+
+def reference_runner(exercise_id: str) -> InProcessRunner | None:
+    """The reference answer of `exercise_id` in this process (None for an exercise without
+    one: the checkpoints)."""
+    exercise = COURSE_CHECKS[exercise_id]
+    if not exercise.notebook:
+        return None
+    return InProcessRunner(GRADED[exercise_id].reference(_solution(exercise_id)))
+
+
+def quick(scratch: Path) -> CheckSettings:
+    """Bounds for tests: fewer generated inputs than grading uses (the explicit examples, each
+    catalogued mistake's input, always run)."""
+    return CheckSettings(call_timeout=10, tmp_parent=scratch, examples=12)
 
 
 def judge_in_worker(
@@ -156,7 +173,8 @@ def judge_in_worker(
             checks,
             runner,
             defined.__contains__,
-            settings or CheckSettings(call_timeout=10, tmp_parent=scratch),
+            settings or quick(scratch),
+            reference_runner(exercise_id),
         )
     finally:
         runner.close()
@@ -179,7 +197,8 @@ def judge_in_process(
         checks,
         runner,
         namespace.__contains__,
-        settings or CheckSettings(call_timeout=10, tmp_parent=scratch),
+        settings or quick(scratch),
+        reference_runner(exercise_id),
     )
 
 

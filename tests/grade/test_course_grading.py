@@ -16,7 +16,7 @@ import pytest
 from grade.grade_helpers import COURSE, COURSE_EXERCISES, solved, write
 from grade.test_locked_cells import without_ids
 from labkit import cli
-from labkit.grade.graded_exercises import EXERCISES
+from labkit.grade.graded_exercises import GRADED
 from labkit.grade.report import BatchReport, GradedOutcome, SubmissionReport
 
 NOTEBOOKS = COURSE.parent / "notebooks"
@@ -80,7 +80,7 @@ def test_solution_scores_full_marks_and_fresh_copy_zero(
 ) -> None:
     _, report = batch
     best, worst = sorted(_reports(report, stem), key=lambda s: -s.percent)
-    assert exercise in EXERCISES, f"{exercise} has no hidden checks registered"
+    assert exercise in GRADED, f"{exercise} has no hidden checks registered"
 
     checks = [c for e in best.exercises for c in e.checks]
     lost = [(c.name, c.message) for c in checks if c.points < c.max_points]

@@ -17,10 +17,10 @@ import pytest
 from nbformat.v4 import new_code_cell
 
 from grade.grade_helpers import (
+    CASE_FOLDED,
     FIXTURES,
-    NONCE_ONLY,
     SORTED_KEYS,
-    STRING_GATE,
+    TIDIES_TEXT,
     learner,
     solved,
     with_cell,
@@ -29,7 +29,7 @@ from grade.grade_helpers import (
 )
 from labkit import cli
 from labkit.grade import report
-from labkit.grade.graded_exercises import EXERCISES
+from labkit.grade.graded_exercises import GRADED
 from labkit.grade.report import BatchReport, GradedOutcome, SubmissionReport
 
 ANSI = re.compile(r"\x1b\[")
@@ -58,9 +58,9 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> Graded:
     for name in ("replay", "paths", "elicitation"):
         write(subs / "solved", f"{name}.ipynb", solved(name))
         write(subs / "fresh", f"{name}.ipynb", learner(name))
-    write(subs / "more", "partial.ipynb", with_source(solved("replay"), "ex1-answer", NONCE_ONLY))
+    write(subs / "more", "partial.ipynb", with_source(solved("replay"), "ex1-answer", CASE_FOLDED))
     write(subs / "more", "my-paths-final.ipynb", solved("paths"))
-    both = with_source(solved("elicitation"), "ex2-answer", STRING_GATE)
+    both = with_source(solved("elicitation"), "ex2-answer", TIDIES_TEXT)
     write(subs / "more", "partial-elicitation.ipynb", with_source(both, "ex5-answer", SORTED_KEYS))
     write(subs / "more", "reshaped.ipynb", _reshaped())
     broken = {
@@ -148,7 +148,7 @@ def test_fresh_learner_copies_score_zero_on_the_exercises(graded: Graded) -> Non
     assert len(fresh) == 3
     for sub in fresh:
         for exercise in sub.exercises:
-            if exercise.id in EXERCISES:
+            if exercise.id in GRADED:
                 assert exercise.points == 0
                 assert {c.outcome for c in exercise.checks} <= {
                     GradedOutcome.NOT_ATTEMPTED,
@@ -162,17 +162,18 @@ def test_partial_submission_gets_exactly_its_partial_score(graded: Graded) -> No
     ex1 = next(e for e in sub.exercises if e.id == "ex1")
     hidden = {c.name: c.outcome for c in ex1.checks if c.hidden}
     assert hidden == {
+        "ex1/claims in sequence": GradedOutcome.INCORRECT,
+        "ex1/a rival between your statements": GradedOutcome.INCORRECT,
         "ex1/six racing processes": GradedOutcome.PASSED,
-        "ex1/nonces per principal": GradedOutcome.INCORRECT,
-        "ex1/transaction closed on every path": GradedOutcome.PASSED,
+        "ex1/no safety fault": GradedOutcome.PASSED,
     }
-    # The course's public checks all pass: the flaw is one only a hidden check sees.
+    # The course's public checks all pass: the flaw shows only on a hidden check's inputs.
     public = [c for c in ex1.checks if not c.hidden]
     assert public  # labkit.course.exercises.checks is present: its public checks run at grading
     assert all(c.outcome is GradedOutcome.PASSED for c in public)
     public_points = sum(c.max_points for c in public)
-    assert (ex1.points, ex1.max_points) == (4.0 + public_points, 5.0 + public_points)
-    assert (sub.points, sub.max_points) == (6.0 + public_points, 7.0 + public_points)
+    assert (ex1.points, ex1.max_points) == (6.0 + public_points, 12.0 + public_points)
+    assert (sub.points, sub.max_points) == (8.0 + public_points, 14.0 + public_points)
 
 
 def test_ex2_and_ex5_hidden_checks_see_what_the_public_ones_cannot(graded: Graded) -> None:
@@ -180,8 +181,8 @@ def test_ex2_and_ex5_hidden_checks_see_what_the_public_ones_cannot(graded: Grade
     sub = _report(out, "partial-elicitation")
     sections = {e.id: e for e in sub.exercises}
     for exercise, failing, said in (
-        ("ex2", "non-object elicitation refused", "it should raise ProtocolError(-32021)"),
-        ("ex5", "five entries in order", "should come back in the map's order ['zeta_"),
+        ("ex2", "generated requests", "it should have done what the reference does"),
+        ("ex5", "generated maps", "it should have done what the reference does"),
     ):
         checks = sections[exercise].checks
         assert [c for c in checks if not c.hidden]  # the public checks ran too
@@ -253,7 +254,7 @@ def test_feedback_has_no_ansi_no_hidden_source_and_no_false_all_passed(
     # Every function the hidden checks define, as their source writes it.
     secrets = [
         line.split("(")[0]
-        for exercise in EXERCISES.values()
+        for exercise in GRADED.values()
         for line in exercise.source().splitlines()
         if line.startswith("def ")
     ]
@@ -289,9 +290,7 @@ def test_reports_validate_and_junit_has_one_testcase_per_check(
     cases = suites["partial.ipynb"].findall("testcase")
     assert len(cases) == sum(len(e.checks) for e in partial.exercises)
     failed = [c for c in cases if c.find("failure") is not None]
-    assert len(failed) == 1 and "bob using the nonce" in (
-        failed[0].find("failure").get("message") or ""
-    )
+    assert len(failed) == 2 and "'Alice'" in (failed[0].find("failure").get("message") or "")
     assert suites["corrupt.ipynb"].find("testcase/error") is not None
 
 
@@ -301,7 +300,7 @@ def test_class_view_opens_offline(graded: Graded) -> None:
     assert "<svg" in page and "Checks most often failed" in page
     assert not re.search(r"<(script|link)[^>]*(src|href)=[\"']?https?:", page, re.I)
     assert "http://" not in page and "https://" not in page
-    assert "nonces per principal" in page  # a check the class failed
+    assert "claims in sequence" in page  # a check the class failed
 
 
 def test_fail_under(tmp_path: Path) -> None:
@@ -316,7 +315,7 @@ def test_fail_under(tmp_path: Path) -> None:
     ]
     assert cli.main(args) == 0
     write(
-        tmp_path / "subs", "partial.ipynb", with_source(solved("replay"), "ex1-answer", NONCE_ONLY)
+        tmp_path / "subs", "partial.ipynb", with_source(solved("replay"), "ex1-answer", CASE_FOLDED)
     )
-    assert cli.main([*args, "--fail-under", "95"]) == 1  # 6/7, or 11/12 with public checks
-    assert cli.main([*args, "--fail-under", "80"]) == 0
+    assert cli.main([*args, "--fail-under", "95"]) == 1  # 15/21 with the public checks
+    assert cli.main([*args, "--fail-under", "70"]) == 0

@@ -22,8 +22,10 @@ from grade.grade_helpers import (
     judge_in_process,
     judge_in_worker,
     reference_answers,
+    reference_runner,
 )
 from labkit.course.exercises.checks import (
+    SAFETY_CHECK,
     Checker,
     CheckReport,
     HintState,
@@ -32,53 +34,15 @@ from labkit.course.exercises.checks import (
 )
 from labkit.course.exercises.race import RaceResult
 from labkit.course.exercises.registry import EXERCISES as COURSE
+from labkit.course.exercises.registry import graded
 from labkit.course.exercises.trial import Check, CheckSettings, Outcome
-from labkit.grade.graded_exercises import EXERCISES as GRADED
+from labkit.grade.graded_exercises import GRADED
 from labkit.legacy import to_legacy_requests
 from labkit.url_mode import url_elicitation
 
-IDS = sorted(GRADED)
-# Each hidden check's name and points (the grade's weight of each behaviour).
-POINTS = {
-    "ex1": {
-        "six racing processes": 3,
-        "nonces per principal": 1,
-        "transaction closed on every path": 1,
-    },
-    "ex2": {
-        "url beside unknown keys": 1,
-        "non-object elicitation refused": 2,
-        "url outside elicitation refused": 1,
-        "refusal names only url": 1,
-        "message and url unchanged": 2,
-        "capabilities left unchanged": 1,
-        "a new entry per call": 1,
-    },
-    "ex3": {
-        "encoded traversal in the table": 2,
-        "nul byte in the table": 1,
-        "revoked authorization": 2,
-        "outside the requested workspace": 1,
-        "own note deleted": 1,
-    },
-    "ex4": {
-        "directory link in the middle": 2,
-        "absolute link": 1,
-        "chain of links": 1,
-        "dangling link": 1,
-        "link loop": 1,
-        "link inside allowed": 1,
-        "root through a link": 1,
-    },
-    "ex5": {
-        "five entries in order": 2,
-        "ids from next_id": 1,
-        "an elicitation id per url entry": 2,
-        "modeless form unchanged": 1,
-        "every entry sent": 1,
-        "no entry of the map changed": 1,
-    },
-}
+IDS = [e.id for e in graded()]
+# Each hidden check's points, from the exercises' declarations (the grade's weight of each).
+POINTS = {e: {c.name: c.points for c in GRADED[e].checks()} for e in IDS}
 # ex1's race mistakes: the six-racer race exists to catch them.
 RACE_MISTAKES = ("check_then_act", "deferred_begin", "select_then_delete_autocommit")
 SWALLOW = re.compile(r"\b(except|catch|swallow|suppress|ignore|pass)\b", re.IGNORECASE)
@@ -141,8 +105,7 @@ def assert_well_said(report: CheckReport) -> None:
 def test_every_hidden_check_is_a_hidden_trial_check_with_its_points(exercise_id: str) -> None:
     checks = hidden(exercise_id)
     assert all(isinstance(c, Check) and c.hidden for c in checks)
-    assert {c.name: c.points for c in checks} == POINTS[exercise_id]
-    assert all(c.name == c.name.lower() for c in checks)
+    assert all(c.points > 0 and c.rules for c in checks)
     assert all(c.expects and c.on_error for c in checks)
     public = {c.name for c in COURSE[exercise_id].checks}
     assert not public & {c.name for c in checks}  # one report, distinct names
@@ -159,7 +122,7 @@ def test_the_reference_passes_every_hidden_check_in_this_process(
         exercise_id, hidden(exercise_id), reference_answers(exercise_id), scratch
     )
     assert set(outcomes(report).values()) == {Outcome.PASSED}, str(report)
-    assert report.score == report.possible == sum(POINTS[exercise_id].values())
+    assert report.score == report.possible
 
 
 @pytest.mark.parametrize("exercise_id", IDS)
@@ -170,7 +133,7 @@ def test_the_reference_passes_every_hidden_check_through_the_worker(
         exercise_id, hidden(exercise_id), reference_answers(exercise_id), scratch
     )
     assert set(outcomes(report).values()) == {Outcome.PASSED}, str(report)
-    assert len(report.results) == len(POINTS[exercise_id])
+    assert len(report.results) == len(POINTS[exercise_id]) + 1  # and the safety points
 
 
 @pytest.mark.parametrize(
@@ -184,7 +147,8 @@ def test_labkits_own_functions_pass_every_hidden_check(
         hidden(exercise_id),
         InProcessRunner({CONTRACTS[exercise_id]: fn}),
         lambda name: True,
-        CheckSettings(tmp_parent=scratch),
+        CheckSettings(tmp_parent=scratch, examples=12),
+        reference_runner(exercise_id),
     )
     assert report.passed, str(report)
 
@@ -225,8 +189,8 @@ def test_every_catalogued_answer_is_judged_right_through_the_worker(
     if answer.stem in RACE_MISTAKES:
         assert hidden_outcomes(report)["six racing processes"] is not Outcome.PASSED, str(report)
     elif exercise_id != "ex1":  # one engine, two runners, one encoding: the same outcomes
-        in_process = judge_in_process(exercise_id, hidden(exercise_id), [body], scratch)
-        assert hidden_outcomes(report) == outcomes(in_process)
+        in_process = judge_in_process(exercise_id, every_check(exercise_id), [body], scratch)
+        assert outcomes(report) == outcomes(in_process)
 
 
 def test_the_hidden_checks_catch_what_the_public_ones_cannot(scratch: Path) -> None:
@@ -242,7 +206,7 @@ def test_the_hidden_checks_catch_what_the_public_ones_cannot(scratch: Path) -> N
         if all(r.passed for r in report.results if not r.hidden):
             assert not report.passed, str(report)
             caught_only_by_hidden.append(answer_id(answer))
-    assert {"ex2/mutates_capabilities", "ex4/unresolved_root", "ex5/sorted_keys"} <= set(
+    assert {"ex2/tidies_text", "ex4/unresolved_root", "ex5/sorted_keys"} <= set(
         caught_only_by_hidden
     )
 
@@ -254,20 +218,14 @@ def test_one_entry_handed_out_by_every_call_is_seen_by_identity(scratch: Path) -
     for judge in (judge_in_process, judge_in_worker):
         report = judge("ex2", every_check("ex2"), [answer.read_text()], scratch)
         failed = {n: o for n, o in outcomes(report).items() if o is not Outcome.PASSED}
-        assert list(failed) == ["a new entry per call"], str(report)
-        message = next(r.message for r in report.results if r.name == "a new entry per call")
-        assert "each call builds its own" in message
+        assert list(failed) == ["generated requests"], str(report)
+        message = next(r.message for r in report.results if r.name == "generated requests")
+        assert "build a new entry on every call" in message
 
 
 # --- stubs and forgeries -------------------------------------------------------------------------
 
-SIGNATURES = {
-    "ex1": "claim_and_delete(conn, principal, nonce, note_id, expires_at)",
-    "ex2": "url_elicitation(capabilities, message, url)",
-    "ex3": "delete_note(conn, authorizer, principal, workspace_uri, note_id)",
-    "ex4": "resolve_inside(root, relative)",
-    "ex5": "to_legacy_requests(input_requests, next_id, new_elicitation_id)",
-}
+SIGNATURES = {e: f"{COURSE[e].contracts[0]}({', '.join(COURSE[e].contract.params)})" for e in IDS}  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("exercise_id", IDS)
@@ -276,7 +234,11 @@ def test_a_stub_is_not_attempted(exercise_id: str, scratch: Path) -> None:
     for judge in (judge_in_process, judge_in_worker):
         report = judge(exercise_id, hidden(exercise_id), [stub], scratch)
         assert set(outcomes(report).values()) == {Outcome.NOT_ATTEMPTED}, str(report)
-        assert all("still raises NotImplementedError" in r.message for r in report.results)
+        assert all(
+            "still raises NotImplementedError" in r.message
+            for r in report.results
+            if r.name != SAFETY_CHECK
+        )
         assert report.score == 0
 
 
@@ -341,15 +303,7 @@ def test_a_function_reading_its_callers_frames_finds_nothing_to_copy(
     exercise_id: str, scratch: Path
 ) -> None:
     source = FRAME_READER + READERS[exercise_id]
-    offered = {
-        "ex2": (
-            "url beside unknown keys",
-            "message and url unchanged",
-            "capabilities left unchanged",
-            "a new entry per call",
-        ),
-        "ex5": tuple(POINTS["ex5"]),
-    }[exercise_id]
+    offered = tuple(POINTS[exercise_id])
     for judge in (judge_in_process, judge_in_worker):
         report = judge(exercise_id, hidden(exercise_id), [source], scratch)
         got = outcomes(report)
@@ -381,6 +335,7 @@ def test_the_race_runs_six_racers_in_two_rounds(scratch: Path) -> None:
         Counting({"claim_and_delete": namespace["claim_and_delete"]}),
         lambda name: True,
         CheckSettings(tmp_parent=scratch),
+        reference_runner("ex1"),
     )
     assert report.passed, str(report)
     assert [len(calls) for calls in seen] == [6, 6]
@@ -391,13 +346,16 @@ def test_the_race_runs_six_racers_in_two_rounds(scratch: Path) -> None:
 
 
 def test_the_checker_runs_them_after_the_public_checks(scratch: Path) -> None:
+    reference = reference_runner("ex2")
+    assert reference is not None
     checker = Checker(
         namespace=dict,
         hidden={e: GRADED[e].checks() for e in IDS},
-        settings=CheckSettings(tmp_parent=scratch),
+        reference={"ex2": {"url_elicitation": url_elicitation}},
+        settings=CheckSettings(tmp_parent=scratch, examples=12),
         hints=HintState(),
     )
     report = checker.check("ex2", url_elicitation=url_elicitation)
-    assert [r.hidden for r in report.results] == [False] * 5 + [True] * 7
-    assert report.passed
-    assert report.headline == "ex2: 12/12 checks passed (5 public, 7 hidden); 14/14 points"
+    public, hidden_ = len(COURSE["ex2"].checks), len(POINTS["ex2"])
+    assert [r.hidden for r in report.results] == [False] * public + [True] * (hidden_ + 1)
+    assert report.passed, str(report)

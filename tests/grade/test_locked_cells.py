@@ -13,6 +13,7 @@ import pytest
 from nbformat import NotebookNode
 
 from grade.grade_helpers import learner, solution, solved, with_cell, with_source, write
+from labkit.course.exercises.checks import SAFETY_CHECK
 from labkit.grade import grader
 from labkit.grade.kernel import KernelRunner, Limits, sandbox_mode, write_kernelspec
 from labkit.grade.report import GradedOutcome as Outcome
@@ -152,5 +153,7 @@ def test_the_checks_see_only_the_answer_cells(graded: dict[str, SubmissionReport
     ]
     ex1 = next(e for e in sub.exercises if e.id == "ex1")
     assert ex1.points == 0
-    assert {c.outcome for c in ex1.checks} == {Outcome.ERROR}
-    assert all("NameError" in c.message and "note" in c.message for c in ex1.checks)
+    *checks, safety = ex1.checks
+    assert safety.title == SAFETY_CHECK and safety.outcome is Outcome.INCORRECT
+    assert {c.outcome for c in checks} == {Outcome.ERROR}
+    assert all("NameError" in c.message and "note" in c.message for c in checks)

@@ -11,7 +11,7 @@ from nbformat.v4 import new_code_cell
 from grade.grade_helpers import learner, solution, solved, write
 from labkit.course.exercises.registry import EXERCISES as COURSE
 from labkit.grade import notebooks
-from labkit.grade.graded_exercises import EXERCISES, exercises_in
+from labkit.grade.graded_exercises import GRADED, exercises_in
 
 
 @pytest.mark.parametrize(
@@ -84,13 +84,13 @@ def test_each_change_is_named_by_cell_id() -> None:
 
 
 def test_exercises_are_found_by_the_names_a_notebook_defines() -> None:
-    assert [e.id for e in exercises_in(solution("replay"), EXERCISES)] == ["ex1"]
-    assert [e.id for e in exercises_in(solution("paths"), EXERCISES)] == ["ex3", "ex4"]
-    assert [e.id for e in exercises_in(solution("elicitation"), EXERCISES)] == ["ex2", "ex5"]
+    assert [e.id for e in exercises_in(solution("replay"), GRADED)] == ["ex1"]
+    assert [e.id for e in exercises_in(solution("paths"), GRADED)] == ["ex3", "ex4"]
+    assert [e.id for e in exercises_in(solution("elicitation"), GRADED)] == ["ex2", "ex5"]
 
 
 def test_hidden_check_tables_are_well_formed() -> None:
-    for exercise in EXERCISES.values():
+    for exercise in GRADED.values():
         checks = exercise.checks()
         assert checks and all(c.points > 0 and c.hidden for c in checks)
         assert len({c.name for c in checks}) == len(checks)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from grade.grade_helpers import FIXTURES, NONCE_ONLY, InProcessWorkers, solved, with_source, write
-from labkit.course.exercises.trial import Check, Exercise, Fail, Trial
+from grade.grade_helpers import CASE_FOLDED, FIXTURES, InProcessWorkers, solved, with_source, write
+from labkit.course.exercises.trial import Check, Contract, Exercise, Fail, Trial
 from labkit.grade import batch, classview, grader, report
 from labkit.grade.graded_exercises import GradedExercise
 from labkit.grade.kernel import CellRun, CellStatus, Execution
@@ -54,12 +54,14 @@ class OneHidden(GradedExercise):
         return (Check("answers", _answers, "it answers", 2.0, hidden=True),)
 
 
-NO_PUBLIC = {"ex1": Exercise("ex1", "replay", ("claim_and_delete",))}
+CONTRACT = Contract("claim_and_delete(conn, principal, nonce, note_id, expires_at) -> bool")
+UNIT = Exercise("ex1", "replay", CONTRACT, notebook="replay", hidden="unused")
+NO_PUBLIC = {"ex1": UNIT}
 
 
 @pytest.fixture
 def course() -> grader.Course:
-    registry = {"ex1": OneHidden("ex1", "unused")}
+    registry = {"ex1": OneHidden(UNIT)}
     return grader.Course.load(FIXTURES, registry=registry, exercises=NO_PUBLIC)
 
 
@@ -251,7 +253,7 @@ def with_public(course: grader.Course) -> grader.Course:
         Check("claims once", lambda t: None, "it claims", 2.0),
         Check("replay refused", _replays_refused, "it refuses", 1.0),
     )
-    exercises = {"ex1": Exercise("ex1", "replay", ("claim_and_delete",), checks)}
+    exercises = {"ex1": dataclasses.replace(UNIT, checks=checks)}
     return dataclasses.replace(course, exercises=exercises)
 
 
@@ -295,7 +297,7 @@ def test_a_stub_gains_no_point_from_an_output_that_shows_it_at_work(
     stub = "def claim_and_delete(conn, principal, nonce, note_id, expires_at):\n"
     stub += "    raise NotImplementedError\n"
     found = {}
-    for answer, demo in ((stub, 0.0), (NONCE_ONLY, 1.0)):
+    for answer, demo in ((stub, 0.0), (CASE_FOLDED, 1.0)):
         sub = graded(tmp_path / str(demo), course, FakeRunner(runs), answer=answer)
         outputs = {c.name: c for e in sub.exercises for c in e.checks if e.id == "outputs"}
         assert outputs["outputs/address"].points == 1.0  # shows no learner function

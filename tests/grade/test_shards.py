@@ -22,7 +22,7 @@ import yaml
 from grade.grade_helpers import FIXTURES, solved, write
 from labkit import cli
 from labkit.grade import shards, version
-from labkit.grade.graded_exercises import EXERCISES
+from labkit.grade.graded_exercises import GRADED
 from labkit.grade.report import BatchReport, CourseVersion, SubmissionReport
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,13 +75,13 @@ def test_course_version_changes_with_any_solution_learner_copy_or_hidden_check(
     (tmp_path / "notebooks").mkdir()
     (tmp_path / "solutions" / "a.ipynb").write_text("{}")
     (tmp_path / "notebooks" / "a.ipynb").write_text("{}")
-    base = version.course_version(tmp_path / "solutions", tmp_path / "notebooks", EXERCISES)
-    assert base == version.course_version(tmp_path / "solutions", tmp_path / "notebooks", EXERCISES)
+    base = version.course_version(tmp_path / "solutions", tmp_path / "notebooks", GRADED)
+    assert base == version.course_version(tmp_path / "solutions", tmp_path / "notebooks", GRADED)
     (tmp_path / "notebooks" / "a.ipynb").write_text('{"x": 1}')
-    learner = version.course_version(tmp_path / "solutions", tmp_path / "notebooks", EXERCISES)
+    learner = version.course_version(tmp_path / "solutions", tmp_path / "notebooks", GRADED)
     (tmp_path / "solutions" / "a.ipynb").write_text('{"x": 1}')
-    solution = version.course_version(tmp_path / "solutions", tmp_path / "notebooks", EXERCISES)
-    fewer = {k: v for k, v in EXERCISES.items() if k != "ex5"}
+    solution = version.course_version(tmp_path / "solutions", tmp_path / "notebooks", GRADED)
+    fewer = {k: v for k, v in GRADED.items() if k != "ex5"}
     hidden = version.course_version(tmp_path / "solutions", tmp_path / "notebooks", fewer)
     assert len({base.digest, learner.digest, solution.digest, hidden.digest}) == 4
 

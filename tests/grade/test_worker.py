@@ -91,5 +91,6 @@ def test_the_stub_is_not_attempted_and_a_hang_is_an_error(scratch: Path) -> None
         )
     finally:
         runner.close()
-    assert [r.outcome for r in report.results] == [Outcome.ERROR]
+    # The one check, then the safety points, earned only beside a passed check.
+    assert [r.outcome for r in report.results] == [Outcome.ERROR, Outcome.INCORRECT]
     assert "did not return within 1 s" in report.results[0].message

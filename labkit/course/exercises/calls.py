@@ -53,7 +53,11 @@ class SqliteConnection:
     same connection. `statement_delay` sleeps before each statement (races);
     `before_first_work` is one statement another connection runs just before the learner's
     first statement that starts work (BEGIN, DELETE, ...), as a concurrent writer would;
-    `record` reports the SQL statements the learner's code ran (an effect)."""
+    `record` reports the SQL statements the learner's code ran (an effect); `rival` is a
+    concurrent writer's transaction (statements with their parameters) run by another
+    connection just before the learner's statement number `rival[0]` (1 for the first), which
+    happens only if the learner's code does not hold the write lock then, as a rival process
+    would find it."""
 
     path: str
     key: str = "conn"
@@ -61,6 +65,7 @@ class SqliteConnection:
     statement_delay: float = 0.0
     before_first_work: tuple[str, tuple[Any, ...]] | None = None
     record: bool = False
+    rival: tuple[int, tuple[tuple[str, tuple[Any, ...]], ...]] | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,12 @@ class Opaque:
 
     def __repr__(self) -> str:
         return self.repr
+
+
+def type_name(value: Any) -> str:
+    """The name of a learner value's type as the learner wrote it (an `Opaque` names the type
+    it stands for)."""
+    return value.type if isinstance(value, Opaque) else type(value).__name__
 
 
 class EncodingError(ValueError):
@@ -363,7 +374,7 @@ class Materialized:
         )
         delay, staged = marker.statement_delay, marker.before_first_work
         recorded = self.statements.setdefault(marker.key, []) if marker.record else None
-        if delay > 0 or staged is not None or recorded is not None:
+        if delay > 0 or staged is not None or recorded is not None or marker.rival is not None:
             conn.set_trace_callback(_tracer(marker, delay, staged, recorded))
         self.connections[marker.key] = conn
         return conn
@@ -406,12 +417,17 @@ def _tracer(
     recorded: list[str] | None = None,
 ) -> Callable[[str], None]:
     done: list[bool] = []
+    counted: list[str] = []
 
     def on_statement(statement: str) -> None:
         if recorded is not None and len(recorded) < 200:
             recorded.append(statement[:500])
         if delay > 0:
             time.sleep(delay)
+        if marker.rival is not None and not statement.startswith("--"):
+            counted.append(statement)
+            if len(counted) == marker.rival[0]:
+                _rival(marker.path, marker.rival[1])
         if staged is None or done or not statement.lstrip().upper().startswith(_STARTS_WORK):
             return
         done.append(True)
@@ -423,6 +439,21 @@ def _tracer(
             pass
 
     return on_statement
+
+
+def _rival(path: str, statements: Sequence[tuple[str, tuple[Any, ...]]]) -> None:
+    """Another writer's transaction, at once or not at all (the write lock is taken)."""
+    other = sqlite3.connect(path, isolation_level=None, timeout=0)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        for sql, params in statements:
+            other.execute(sql, params)
+        other.execute("COMMIT")
+    except sqlite3.Error:
+        if other.in_transaction:
+            other.execute("ROLLBACK")
+    finally:
+        other.close()
 
 
 def _authorizer(marker: RootsAuthorizer) -> Any:

@@ -91,7 +91,6 @@ def _checkpoint(number: int) -> Callable[[Trial], Fail | None]:
 EXERCISE = Exercise(
     id="checkpoints",
     title="The lesson's 11 checkpoints against the real core",
-    contracts=(),
     checks=tuple(
         Check(
             f"checkpoint {n}: {title}",

@@ -9,10 +9,12 @@ A message names the check, says what was expected and what happened, and gives o
 without the answer. The pass line never says "all tests passed":
 hidden checks run at grading (otter #138).
 
-The grader reuses these definitions: `Exercise.checks` are the public checks, and hidden
-checks come from a separate mapping given to `Checker(hidden=...)`, so adding them never
-edits this module or the exercise modules; `Checker.check(..., **implementations)` runs
-against explicit implementations instead of the notebook's namespace.
+The grader reuses these definitions through `run_checks`: `Exercise.checks` are the public
+checks, the hidden ones come from the module the exercise names (`Exercise.hidden`, imported
+by the grader only), and the reference answer runs beside the learner's for the differential
+ones. `Checker(hidden=..., reference=...)` does the same in one process (tests);
+`Checker.check(..., **implementations)` runs against explicit implementations instead of the
+notebook's namespace.
 
 The registry (`labkit.course.exercises.registry.EXERCISES`) is data this engine reads; the
 exercise modules are written with `labkit.course.exercises.trial` and never import the engine.
@@ -33,9 +35,11 @@ from pathlib import Path
 from typing import Any, Final
 
 from labkit.course.exercises.calls import Answer, Materialized, perform, roundtrip
+from labkit.course.exercises.folder import Tampered
 from labkit.course.exercises.race import RaceResult, race
 from labkit.course.exercises.registry import EXERCISES
 from labkit.course.exercises.trial import (
+    SAFETY_FAULTS,
     Check,
     CheckRunner,
     CheckSettings,
@@ -378,7 +382,8 @@ class InProcessRunner:
 
 class Checker:
     """Runs checks. Every collaborator is injectable: the registry, where learner names are
-    looked up, the grader's hidden checks, time bounds and the hint state."""
+    looked up, hidden checks and the reference answers they compare with, time bounds and the
+    hint state."""
 
     def __init__(
         self,
@@ -386,12 +391,15 @@ class Checker:
         *,
         namespace: Callable[[], Mapping[str, Any]] = main_namespace,
         hidden: Mapping[str, Sequence[Check]] | None = None,
+        reference: Mapping[str, Mapping[str, Any]] | None = None,
         settings: CheckSettings | None = None,
         hints: HintState | None = None,
     ) -> None:
         self._registry = EXERCISES if registry is None else registry
         self._namespace = namespace
         self._hidden = dict(hidden or {})
+        # The reference answers' functions by exercise (differential hidden checks need them).
+        self._reference = dict(reference or {})
         self.settings = settings or CheckSettings()
         self.hint_state = hints if hints is not None else HintState()
 
@@ -417,6 +425,7 @@ class Checker:
         found, missing = self._find(exercise, implementations)
         public = [(c, False) for c in exercise.checks]
         hidden = [(c, True) for c in self._hidden.get(exercise.id, ())]
+        reference = self._reference.get(exercise.id)
         shared: dict[str, Any] = {}
         results = []
         for c, is_hidden in public + hidden:
@@ -425,9 +434,18 @@ class Checker:
                 result = _result(exercise, c, Outcome.NOT_ATTEMPTED, text, is_hidden)
             else:
                 runner = InProcessRunner(found)
-                result = run_check(exercise, c, runner, self.settings, shared, hidden=is_hidden)
+                result = run_check(
+                    exercise,
+                    c,
+                    runner,
+                    self.settings,
+                    shared,
+                    hidden=is_hidden,
+                    reference=None if reference is None else InProcessRunner(reference),
+                )
             log.info("%s · %s: %s", exercise.id, c.name, result.outcome.value)
             results.append(result)
+        results += safety_result(exercise, results, shared)
         graded = bool(exercise.contracts)
         return CheckReport(exercise.id, exercise.title, tuple(results), graded=graded)
 
@@ -482,10 +500,12 @@ def run_checks(
     runner: CheckRunner,
     defined: Callable[[str], bool],
     settings: CheckSettings,
+    reference: CheckRunner | None = None,
 ) -> CheckReport:
     """Run `checks` (public and hidden alike) against the learner's functions behind `runner`
-    (the grader's worker); a contract name `defined` says is missing makes every check not
-    attempted."""
+    (the grader's worker), the differential ones against `reference` too; a contract name
+    `defined` says is missing makes every check not attempted. The exercise's safety points
+    come last (`safety_result`)."""
     missing = [n for n in exercise.contracts if not defined(n)]
     shared: dict[str, Any] = {}
     results = []
@@ -495,9 +515,44 @@ def run_checks(
                 exercise, c, Outcome.NOT_ATTEMPTED, missing_message(missing[0]), c.hidden
             )
         else:
-            result = run_check(exercise, c, runner, settings, shared)
+            result = run_check(exercise, c, runner, settings, shared, reference=reference)
         results.append(result)
+    results += safety_result(exercise, results, shared)
     return CheckReport(exercise.id, exercise.title, tuple(results))
+
+
+SAFETY_CHECK: Final = "no safety fault"
+
+
+def safety_result(
+    exercise: Exercise, results: Sequence[CheckResult], shared: Mapping[str, Any]
+) -> list[CheckResult]:
+    """The exercise's safety points as one more result: earned when no check saw a safety
+    fault and the answer did its job at least once (a check passed), so an answer that does
+    nothing, a stub or a constant, earns none of them."""
+    if exercise.safety is None or not results:
+        return []
+    hidden = any(r.hidden for r in results)
+    check = Check(SAFETY_CHECK, lambda t: None, exercise.safety.faults, exercise.safety.points)
+    faults: list[str] = list(shared.get(SAFETY_FAULTS, []))
+    if faults:
+        detail = (
+            f"{exercise.safety.faults}, but {faults[0]} (each such fault costs these "
+            "points). Next: fix that check's failure first."
+        )
+        return [_result(exercise, check, Outcome.INCORRECT, detail, hidden)]
+    if not any(r.passed for r in results):
+        outcome = (
+            Outcome.NOT_ATTEMPTED
+            if all(r.outcome is Outcome.NOT_ATTEMPTED for r in results)
+            else Outcome.INCORRECT
+        )
+        detail = (
+            "these points count once your function does its job in at least one check, "
+            "without a safety fault. Next: get one of the checks above right first."
+        )
+        return [_result(exercise, check, outcome, detail, hidden)]
+    return [_result(exercise, check, Outcome.PASSED, "passed", hidden)]
 
 
 def run_check(
@@ -508,16 +563,28 @@ def run_check(
     shared: dict[str, Any] | None = None,
     *,
     hidden: bool = False,
+    reference: CheckRunner | None = None,
 ) -> CheckResult:
-    """Run one check against the learner's functions behind `runner`; its fixtures are
-    cleaned up after."""
+    """Run one check against the learner's functions behind `runner` (and the reference's
+    behind `reference`); its fixtures are cleaned up after. No message names the judge's own
+    folders: they read `<tmp>`."""
     hidden = hidden or check.hidden
+    shown: Mapping[str, str] = {}
     with ExitStack() as stack:
-        trial = Trial(exercise, check, runner, settings, {} if shared is None else shared, stack)
+        shared = {} if shared is None else shared
+        trial = Trial(exercise, check, runner, settings, shared, stack, reference)
         try:
             fail = check.run(trial)
         except Stop as stop:
-            return _result(exercise, check, stop.outcome, stop.detail, hidden)
+            return _result(exercise, check, stop.outcome, _scrub(stop.detail, trial), hidden)
+        except Tampered as tampered:
+            trial.unsafe(f"the check's files were tampered with ({tampered})")
+            text = (
+                f"{check.expects}, but {tampered}: only your function's own connection may "
+                "change the check's files. Next: leave the files the check gives you where "
+                "they are, and change nothing outside them"
+            )
+            return _result(exercise, check, Outcome.INCORRECT, _scrub(text, trial), hidden)
         except Exception as exc:
             # A bug in the check itself, not in the learner's code: say so plainly.
             log.exception("%s · %s: the check itself failed", exercise.id, check.name)
@@ -526,15 +593,28 @@ def run_check(
                 "code. Next: re-run the cell; if it happens again, report it to the course team."
             )
             return _result(exercise, check, Outcome.ERROR, text, hidden)
+        shown = trial.shown
     if fail is None:
         return _result(exercise, check, Outcome.PASSED, "passed", hidden)
     if isinstance(fail, Pass):
         return _result(exercise, check, Outcome.PASSED, f"passed ({fail.note})", hidden)
+    if fail.safety:
+        shared.setdefault(SAFETY_FAULTS, []).append(f"{check.name}: {fail.safety}")
     got = fail.got.rstrip()
     # A traceback ends the text verbatim (no period glued onto Python's message).
     sep = "\n" if "\n" in got else ". "
     text = f"{fail.expected}, but {got}{sep}Next: {fail.next_step.rstrip('.')}."
-    return _result(exercise, check, fail.outcome, text, hidden)
+    return _result(exercise, check, fail.outcome, _replace(text, shown), hidden)
+
+
+def _scrub(text: str, trial: Trial) -> str:
+    return _replace(text, trial.shown)
+
+
+def _replace(text: str, places: Mapping[str, str]) -> str:
+    for place in sorted(places, key=len, reverse=True):
+        text = text.replace(place, places[place])
+    return text
 
 
 def _result(

@@ -12,28 +12,27 @@ separate connection, and never depends on another check. Must not import ipywidg
 from __future__ import annotations
 
 import sqlite3
-from contextlib import closing
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from labkit.course.exercises.calls import SqliteConnection
-from labkit.course.exercises.fixtures import (
-    add_notes,
-    claimed,
-    connect,
-    create_ex1_schema,
-    note_ids,
-)
+from labkit.course.exercises.fixtures import add_notes, claimed, create_ex1_schema, note_ids
 from labkit.course.exercises.race import Racer
 from labkit.course.exercises.trial import (
     Check,
+    Contract,
     Exercise,
     Fail,
     Outcome,
     Pass,
     Raised,
+    Returned,
+    Rule,
+    Safety,
     Trial,
+    not_a_bool_next,
     stub_message,
 )
 
@@ -50,30 +49,38 @@ class _Seen:
     claims: frozenset[tuple[str, str]]
 
 
-def _world(
-    t: Trial, notes: tuple[str, ...] = ("note-7", "note-8"), claims: tuple[str, ...] = ()
-) -> Path:
-    path = t.tempdir() / "replay.sqlite3"
-    for leftover in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-        leftover.unlink(missing_ok=True)
-    with closing(connect(path)) as conn:
+DB = "replay.sqlite3"
+
+
+def build_world(
+    notes: tuple[str, ...], claims: tuple[tuple[str, str], ...] = ()
+) -> Callable[[sqlite3.Connection], None]:
+    """What `Folder.place_db` runs to build exercise 1's tables with `notes` and `claims`."""
+
+    def build(conn: sqlite3.Connection) -> None:
         create_ex1_schema(conn)
         add_notes(conn, [(n, f"file:///work/notes/{n}.md", f"TPS {n}") for n in notes])
         conn.executemany(
             "INSERT INTO claims (principal, nonce, expires_at) VALUES (?, ?, ?)",
-            [(PRINCIPAL, nonce, EXPIRES_AT) for nonce in claims],
+            [(principal, nonce, EXPIRES_AT) for principal, nonce in claims],
         )
-    path.chmod(0o666)  # the learner's side may run as another user
-    return path
+
+    return build
 
 
-def _learner_connection(t: Trial, path: Path) -> SqliteConnection:
+def _world(
+    t: Trial, notes: tuple[str, ...] = ("note-7", "note-8"), claims: tuple[str, ...] = ()
+) -> Path:
+    return t.folder().place_db(DB, build_world(notes, tuple((PRINCIPAL, c) for c in claims)))
+
+
+def _learner_connection(t: Trial, path: Path, key: str = "conn") -> SqliteConnection:
     # A marker: the learner's side opens it (once per check, whatever the number of calls).
-    return SqliteConnection(str(path), lock_timeout=t.settings.lock_timeout)
+    return SqliteConnection(str(path), key=key, lock_timeout=t.settings.lock_timeout)
 
 
 def _look(t: Trial, path: Path) -> _Seen:
-    with closing(sqlite3.connect(path, timeout=t.settings.lock_timeout)) as conn:
+    with t.folder().read_db(path.name) as conn:
         return _Seen(frozenset(note_ids(conn)), frozenset(claimed(conn)))
 
 
@@ -87,11 +94,12 @@ def _claim(
     wanted: bool,
     refuse_next: str,
     on_integrity_error: str | None = None,
+    principal: str = PRINCIPAL,
 ) -> Any:
     """The learner's answer, or a `Fail` when it raised on purpose (`refuse_next`); any other
     exception ends the check as an error in the learner's code, whose next step is
     `on_integrity_error` for the IntegrityError the database raises for a taken nonce."""
-    outcome = t.attempt(CONTRACT, conn, PRINCIPAL, nonce, note_id, EXPIRES_AT)
+    outcome = t.attempt(CONTRACT, conn, principal, nonce, note_id, EXPIRES_AT)
     if isinstance(outcome, Raised):
         crash_next = None
         if on_integrity_error and outcome.error.is_a("sqlite3.IntegrityError"):
@@ -100,6 +108,7 @@ def _claim(
     return outcome.value
 
 
+REPLAY_REFUSE_NEXT = "a replay is answered with False, not an exception: ROLLBACK and return False"
 REPLAY_CRASH_NEXT = (
     "a replay is an expected case, not an error: let the database report it without an "
     "exception (INSERT ... ON CONFLICT DO NOTHING, then cursor.rowcount), or catch exactly "
@@ -118,20 +127,6 @@ def _left_open(expected: str, result: Any) -> Fail:
 
 def _returned_none_next(result: Any, otherwise: str) -> str:
     return not_a_bool_next(result) or otherwise
-
-
-def not_a_bool_next(result: Any) -> str:
-    """The next step when `result` is not a bool at all (None, a rowcount), else ""."""
-    if result is None:
-        return "end every path with `return True` or `return False` (None means a missing return)"
-    if type(result) is int:
-        return (
-            f"return True or False, a real bool: {result!r} is an int (a rowcount, perhaps), "
-            "and the contract's answer is compared with `is True` / `is False`"
-        )
-    if type(result) is not bool:
-        return f"return True or False, a real bool, not a {type(result).__name__}"
-    return ""
 
 
 def fresh_claim(t: Trial) -> Fail | None:
@@ -164,7 +159,12 @@ def fresh_claim(t: Trial) -> Fail | None:
             "delete the note inside the transaction, before COMMIT",
         ),
         (
-            (PRINCIPAL, "n-1") not in seen.claims,
+            (PRINCIPAL, "n-1") not in seen.claims and ("n-1", PRINCIPAL) in seen.claims,
+            "the claim was recorded with its principal and nonce swapped",
+            "insert the values in the columns' order: (principal, nonce, expires_at)",
+        ),
+        (
+            (PRINCIPAL, "n-1") not in seen.claims and ("n-1", PRINCIPAL) not in seen.claims,
             "the nonce was not recorded in claims",
             "insert the (principal, nonce, expires_at) row into claims inside the transaction",
         ),
@@ -178,8 +178,29 @@ def fresh_claim(t: Trial) -> Fail | None:
 
 
 def replay_refused(t: Trial) -> Fail | None:
-    path = _world(t, notes=("note-8",), claims=("n-1",))
+    # The refusal counts only with the acceptance it refuses to repeat: first claim n-1.
+    path = _world(t)
     conn = _learner_connection(t, path)
+    first = _claim(
+        t,
+        conn,
+        "n-1",
+        "note-7",
+        expected="claiming the new nonce 'n-1' for note-7 should return True",
+        wanted=True,
+        refuse_next="the nonce is new and the note exists: make both changes, COMMIT and "
+        "return True",
+    )
+    if isinstance(first, Fail):
+        return first
+    if first is not True or t.in_transaction(conn.key):
+        return Fail(
+            "claiming the new nonce 'n-1' for note-7 should return True with the transaction "
+            "closed",
+            f"it returned {first!r}" + (" with its transaction open" if first is True else ""),
+            _returned_none_next(first, OPEN_TRANSACTION_NEXT if first is True else "")
+            or "claim the nonce and delete the note, COMMIT, and return True",
+        )
     expected = (
         "a second claim of nonce 'n-1' (already recorded) should return False and leave note-8 "
         "in place"
@@ -276,7 +297,8 @@ def missing_note(t: Trial) -> Fail | None:
             expected,
             f"it returned {again!r} and note-7 is "
             f"{'still there' if 'note-7' in _look(t, path).notes else 'gone'}",
-            "a refused claim must leave no trace: undo it completely (ROLLBACK)",
+            not_a_bool_next(again)
+            or "a refused claim must leave no trace: undo it completely (ROLLBACK)",
         )
     return None
 
@@ -413,6 +435,175 @@ def two_processes(t: Trial) -> Fail | Pass | None:
     return None
 
 
+def nonces_per_principal(t: Trial) -> Fail | None:
+    path = _world(t, notes=("a", "b", "c"))
+    conn = _learner_connection(t, path)
+    other_principal = (
+        "look the claim up by principal and nonce together: another principal's nonce is "
+        "not a replay"
+    )
+    steps = (
+        ("alice", "a", True, "alice's first use of nonce 'n-1' should return True", ""),
+        (
+            "bob",
+            "b",
+            True,
+            "bob using the nonce 'n-1' that alice used should return True (claims are keyed "
+            "by principal and nonce)",
+            other_principal,
+        ),
+        (
+            "alice",
+            "c",
+            False,
+            "alice replaying 'n-1' should return False and keep note c",
+            "refuse a (principal, nonce) pair that is already recorded, and undo anything done "
+            "before that",
+        ),
+    )
+    for principal, note, want, expected, next_step in steps:
+        result = _claim(
+            t,
+            conn,
+            "n-1",
+            note,
+            expected=expected,
+            wanted=want,
+            refuse_next=next_step if want else REPLAY_REFUSE_NEXT,
+            on_integrity_error={"b": other_principal, "c": REPLAY_CRASH_NEXT}.get(note),
+            principal=principal,
+        )
+        if isinstance(result, Fail):
+            return result
+        if t.in_transaction(conn.key):
+            return Fail(
+                expected,
+                f"it returned {result!r} with its transaction still open",
+                OPEN_TRANSACTION_NEXT,
+            )
+        if result is not want:
+            return Fail(expected, f"it returned {result!r}", next_step or "return True or False")
+    if "c" not in _look(t, path).notes:
+        return Fail(
+            "a replay should leave its note alone",
+            "note c is gone after alice's replay",
+            "undo the delete when the claim turns out to be a replay (ROLLBACK)",
+        )
+    return None
+
+
+HELD = (
+    "CREATE TRIGGER held BEFORE DELETE ON notes WHEN OLD.id = 'held' "
+    "BEGIN SELECT RAISE(ABORT, 'note held for an audit'); END"
+)
+
+
+def _with_held(build: Callable[[sqlite3.Connection], None]) -> Callable[[sqlite3.Connection], None]:
+    def with_trigger(conn: sqlite3.Connection) -> None:
+        build(conn)
+        conn.execute(HELD)  # the database refuses to delete 'held' with an error
+
+    return with_trigger
+
+
+def _claimed(t: Trial, path: Path, nonce: str) -> bool:
+    with t.folder().read_db(path.name) as conn:
+        row = conn.execute(
+            "SELECT 1 FROM claims WHERE principal = 'alice' AND nonce = ?", (nonce,)
+        ).fetchone()
+        return row is not None
+
+
+def transaction_closed(t: Trial) -> Fail | None:
+    path = t.folder().place_db(DB, _with_held(build_world(("a", "held"))))
+    # Each call on a connection of its own: a transaction or lock left behind by one call
+    # makes the next one wait and fail with "database is locked".
+    short = min(t.settings.lock_timeout, 1.0)
+    steps = (
+        ("a successful claim", "n-1", "a", "COMMIT"),
+        ("a refused replay", "n-1", "a", "ROLLBACK"),
+        ("a claim for a missing note", "n-2", "missing", "ROLLBACK"),
+    )
+    refuse_next = (
+        "nothing here calls for a refusal: make both changes, COMMIT and return True",
+        REPLAY_REFUSE_NEXT,
+        "a missing note is answered with False, not an exception: ROLLBACK and return False",
+    )
+    for number, (what, nonce, note, end) in enumerate(steps):
+        conn = SqliteConnection(str(path), key=f"call-{number}", lock_timeout=short)
+        outcome = t.attempt(CONTRACT, conn, "alice", nonce, note, EXPIRES_AT)
+        expected = (
+            f"after {what} the transaction should be closed and another connection should get "
+            "the write lock at once"
+        )
+        if isinstance(outcome, Raised) and "database is locked" in outcome.error.message:
+            return Fail(
+                expected,
+                "this call, on a connection of its own, got 'database is locked': the call "
+                "before it still held the write lock",
+                f"end {steps[number - 1][0]} with {steps[number - 1][3]}, and leave no "
+                "statement holding the lock",
+            )
+        if isinstance(outcome, Raised):
+            replayed = number == 1 and outcome.error.is_a("sqlite3.IntegrityError")
+            return t.raised_instead(
+                outcome,
+                expected,
+                repr(number == 0),
+                refuse_next[number],
+                REPLAY_CRASH_NEXT if replayed else None,
+            )
+        if number == 0 and outcome.value is not True:
+            # A closed transaction counts only with the work done inside it.
+            return Fail(
+                "a new nonce for an existing note should be claimed (True) before the other "
+                "paths are tried",
+                f"it returned {outcome.value!r}",
+                not_a_bool_next(outcome.value) or "claim, delete, COMMIT and return True",
+            )
+        if t.in_transaction(conn.key):
+            return Fail(
+                expected,
+                f"it returned {outcome.value!r} with its transaction still open",
+                f"end this path with {end}",
+            )
+    conn = SqliteConnection(str(path), key="held", lock_timeout=short)
+    return _failing_delete(t, path, conn)
+
+
+def _failing_delete(t: Trial, path: Path, conn: SqliteConnection) -> Fail | None:
+    outcome = t.attempt(CONTRACT, conn, "alice", "n-3", "held", EXPIRES_AT)
+    said = (
+        f"it raised {outcome.summary}"
+        if isinstance(outcome, Raised)
+        else f"it returned {outcome.value!r}"
+    )
+    expected = (
+        "when the database refuses the DELETE with an error, nothing should change: the nonce "
+        "'n-3' unused, the transaction closed and the write lock free (the error may reach "
+        "the caller)"
+    )
+    if t.in_transaction(conn.key):
+        return Fail(
+            expected,
+            f"{said} with its transaction still open",
+            "an exception is a way out too: ROLLBACK on it before it leaves your function"
+            if isinstance(outcome, Raised)
+            else "a failed statement is a way out too: end that path with COMMIT or ROLLBACK",
+        )
+    if isinstance(outcome, Returned) and outcome.value is True:
+        return Fail(expected, said, "return True only once the claim and the delete committed")
+    if _claimed(t, path, "n-3"):
+        return Fail(
+            expected,
+            f"{said} and ('alice', 'n-3') is recorded in claims, so the user's retry would be "
+            "refused",
+            "claim and delete in one transaction, so an error in the delete undoes the claim "
+            "(ROLLBACK)",
+        )
+    return None
+
+
 HINTS = (
     "Everything that must happen together goes between one BEGIN IMMEDIATE and one COMMIT; "
     "every way out that is not a success goes through ROLLBACK, exceptions included.",
@@ -426,26 +617,60 @@ HINTS = (
     '"Exactly-once replay store").',
 )
 
+CONTRACT_TEXT = Contract(
+    "claim_and_delete(conn, principal, nonce, note_id, expires_at) -> bool",
+    rules=(
+        Rule("one-transaction", "**one transaction** holds both changes"),
+        Rule("true-when-done", "it returns `True` only when both happened and are committed"),
+        Rule("replay", "a nonce that is already claimed (a replay) deletes nothing"),
+        Rule("missing-note", "a missing note leaves the nonce *unclaimed*"),
+        Rule("per-principal", "the primary key `(principal, nonce)`"),
+        Rule(
+            "every-path-ends",
+            "every path ends the transaction with `COMMIT` or `ROLLBACK`, exceptions included",
+        ),
+        Rule("two-processes", "the second process waits at `BEGIN`"),
+    ),
+)
+
 EXERCISE = Exercise(
     id="ex1",
     title="SQLite replay store",
-    contracts=(CONTRACT,),
+    contract=CONTRACT_TEXT,
+    notebook="03-ex1-sqlite-replay-store",
+    hidden="labkit.grade.hidden.ex1",
+    safety=Safety(4, "no claim should delete a second note, nor a note without its claim"),
     checks=(
         Check(
             "fresh claim",
             fresh_claim,
             "claiming a new nonce for an existing note should return True, delete the note "
             "and record the claim",
+            rules=("one-transaction", "true-when-done"),
         ),
         Check(
             "replay refused",
             replay_refused,
             "a second claim of an already recorded nonce should return False and delete nothing",
+            rules=("replay",),
         ),
         Check(
             "missing note keeps the nonce",
             missing_note,
             "a claim for a note that does not exist should return False and leave the nonce unused",
+            rules=("missing-note",),
+        ),
+        Check(
+            "nonces per principal",
+            nonces_per_principal,
+            "nonces should be per principal, and a replay should keep the note",
+            rules=("per-principal", "replay"),
+        ),
+        Check(
+            "transaction closed on every path",
+            transaction_closed,
+            "the transaction should be closed and the write lock free on every path",
+            rules=("every-path-ends", "one-transaction"),
         ),
         Check(
             "two processes race",
@@ -453,6 +678,7 @@ EXERCISE = Exercise(
             "two processes racing with one nonce should give exactly one True and delete "
             "exactly one note",
             points=2,
+            rules=("two-processes", "one-transaction"),
         ),
     ),
     hints=HINTS,

@@ -13,9 +13,20 @@ Must not import ipywidgets.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
-from labkit.course.exercises.trial import Check, Exercise, Fail, Raised, Trial, difference
+from labkit.course.exercises.trial import (
+    Check,
+    Contract,
+    Exercise,
+    Fail,
+    Raised,
+    Rule,
+    Safety,
+    Trial,
+    difference,
+)
 from labkit.errors import MISSING_CAPABILITY, ProtocolError
 
 PROTOCOL_ERROR = f"{ProtocolError.__module__}.{ProtocolError.__qualname__}"
@@ -24,6 +35,8 @@ CONTRACT = "url_elicitation"
 MESSAGE = "Connect the report service to continue."
 URL = "http://127.0.0.1:8000/connect/report-service/link-1"
 REQUIRED: dict[str, Any] = {"requiredCapabilities": {"elicitation": {"url": {}}}}
+OTHER_MESSAGE = "Connect the calendar service to continue."
+OTHER_URL = "https://mcp.example.com/connect/calendar/link-2"
 
 
 def _entry(url: str = URL) -> dict[str, Any]:
@@ -33,8 +46,10 @@ def _entry(url: str = URL) -> dict[str, Any]:
     }
 
 
-def _offers(t: Trial, capabilities: dict[str, Any], expected: str) -> Fail | None:
-    outcome = t.attempt(CONTRACT, capabilities, MESSAGE, URL)
+def _offers(
+    t: Trial, capabilities: dict[str, Any], expected: str, message: str = MESSAGE, url: str = URL
+) -> Fail | None:
+    outcome = t.attempt(CONTRACT, capabilities, message, url)
     if isinstance(outcome, Raised):
         return t.raised_instead(
             outcome,
@@ -46,29 +61,34 @@ def _offers(t: Trial, capabilities: dict[str, Any], expected: str) -> Fail | Non
     result = outcome.value
     if result is None:
         return Fail(expected, "it returned None", "return the entry (None means a missing return)")
-    if result != _entry():
+    want = {
+        "method": "elicitation/create",
+        "params": {"mode": "url", "message": message, "url": url},
+    }
+    if result != want:
         return Fail(
             expected,
-            f"it returned an entry where {difference(_entry(), result)}",
-            _entry_next(result),
+            f"it returned an entry where {difference(want, result)}",
+            _entry_next(result, want),
         )
     return None
 
 
-def _entry_next(result: Any) -> str:
+def _entry_next(result: Any, want: dict[str, Any] | None = None) -> str:
     """The next step for a wrong entry, from what is wrong with it."""
     if not isinstance(result, dict):
         return "return a dict: {'method': 'elicitation/create', 'params': {...}}"
+    want = want or _entry()
     params = result.get("params")
     if "elicitationId" in result or (isinstance(params, dict) and "elicitationId" in params):
         return "remove the elicitationId: at 2026-07-28 a URL entry has no elicitationId"
     wrong = [
         f"params.{k}"
-        for k, v in _entry()["params"].items()
+        for k, v in want["params"].items()
         if not isinstance(params, dict) or params.get(k) != v
     ]
     if isinstance(params, dict):
-        wrong += [f"params.{k}" for k in params if k not in _entry()["params"]]
+        wrong += [f"params.{k}" for k in params if k not in want["params"]]
     if result.get("method") != "elicitation/create" or set(result) != {"method", "params"}:
         wrong.insert(0, "the top-level keys (method and params only)")
     return (
@@ -83,6 +103,13 @@ def offered_when_declared(t: Trial) -> Fail | None:
         {"elicitation": {"url": {}}},
         "with capabilities {'elicitation': {'url': {}}} it should return the url-mode "
         "elicitation/create entry",
+    ) or _offers(
+        t,
+        {"elicitation": {"url": {}}},
+        f"with the message {OTHER_MESSAGE!r} and the url {OTHER_URL!r} it should return an "
+        "entry holding them exactly",
+        OTHER_MESSAGE,
+        OTHER_URL,
     )
 
 
@@ -90,11 +117,23 @@ def offered_beside_form(t: Trial) -> Fail | None:
     return _offers(
         t,
         {"elicitation": {"form": {}, "url": {}}},
-        "with both form and url declared it should return the url-mode entry",
+        "with both form and url declared it should return the url-mode entry for "
+        f"message {OTHER_MESSAGE!r} and url {OTHER_URL!r}",
+        OTHER_MESSAGE,
+        OTHER_URL,
     )
 
 
-def _refuses(t: Trial, capabilities: dict[str, Any], described: str) -> Fail | None:
+NOT_AN_OBJECT = (
+    "an elicitation value that is not an object declares no mode: test that it is a dict "
+    "before looking inside it"
+)
+
+
+def _refuses(
+    t: Trial, capabilities: dict[str, Any], described: str, cause: str = ""
+) -> Fail | None:
+    """`cause`, when given, is the next step whatever went wrong: what this input teaches."""
     expected = (
         f"with {described} it should raise ProtocolError(-32021) with data "
         f"{REQUIRED!r}, offering nothing"
@@ -104,8 +143,9 @@ def _refuses(t: Trial, capabilities: dict[str, Any], described: str) -> Fail | N
         return Fail(
             expected,
             f"it returned {outcome.value!r}",
-            "check this request's capabilities first: a mode the request did not declare is "
-            "never offered",
+            cause
+            or "check this request's capabilities first: a mode the request did not declare "
+            "is never offered",
         )
     error = outcome.error
     if not error.is_a(PROTOCOL_ERROR):
@@ -115,7 +155,8 @@ def _refuses(t: Trial, capabilities: dict[str, Any], described: str) -> Fail | N
             "labkit.ProtocolError with code -32021",
             "refuse with raise ProtocolError(MISSING_CAPABILITY, message, data): the contract "
             "names labkit.ProtocolError, code -32021",
-            "the refusal is a ProtocolError you raise yourself: test for the missing "
+            cause
+            or "the refusal is a ProtocolError you raise yourself: test for the missing "
             "capability first, so nothing else can fail on the way",
         )
     if error.code != MISSING_CAPABILITY:
@@ -137,15 +178,47 @@ def _refuses(t: Trial, capabilities: dict[str, Any], described: str) -> Fail | N
 
 
 def refused_form_only(t: Trial) -> Fail | None:
-    return _refuses(t, {"elicitation": {"form": {}}}, "only form declared")
+    return offered_when_declared(t) or _refuses(
+        t, {"elicitation": {"form": {}}}, "only form declared"
+    )
 
 
 def refused_empty_elicitation(t: Trial) -> Fail | None:
-    return _refuses(t, {"elicitation": {}}, "'elicitation': {} (which means form support only)")
+    return offered_when_declared(t) or _refuses(
+        t, {"elicitation": {}}, "'elicitation': {} (which means form support only)"
+    )
 
 
 def refused_nothing(t: Trial) -> Fail | None:
-    return _refuses(t, {}, "no capabilities at all")
+    return offered_when_declared(t) or _refuses(t, {}, "no capabilities at all")
+
+
+def non_object_elicitation(t: Trial) -> Fail | None:
+    # The refusal counts only with the acceptance beside it: an object with url is offered.
+    accepted = offered_when_declared(t)
+    if accepted is not None:
+        return accepted
+    for value in (None, ["url"], "url"):
+        described = f"'elicitation': {value!r} (not an object)"
+        failure = _refuses(t, {"elicitation": value}, described, NOT_AN_OBJECT)
+        if failure is not None:
+            return failure
+    return None
+
+
+def capabilities_unchanged(t: Trial) -> Fail | None:
+    capabilities: dict[str, Any]
+    for capabilities in ({"elicitation": {"url": {}}}, {"roots": {}}):
+        t.attempt(CONTRACT, copy.deepcopy(capabilities), MESSAGE, URL)
+        after = t.args_after()[0]
+        if after != capabilities:
+            return Fail(
+                f"the capabilities {capabilities!r} should be left as they were",
+                f"after the call they are {after!r}",
+                "only read the capabilities: a lookup that writes a default into the caller's "
+                "dict changes the request for everyone after you",
+            )
+    return offered_when_declared(t)
 
 
 HINTS = (
@@ -159,35 +232,70 @@ HINTS = (
     'call (docs/protocol.md, "Elicitation params").',
 )
 
+CONTRACT_TEXT = Contract(
+    "url_elicitation(capabilities, message, url) -> dict",
+    rules=(
+        Rule("url-key", "only an explicit `url` key inside `elicitation` means URL mode"),
+        Rule("form-only", '(`{"elicitation": {}}` means form only)'),
+        Rule(
+            "refusal", "without URL mode, raise `ProtocolError(MISSING_CAPABILITY, message, data)`"
+        ),
+        Rule("refusal-data", '`data = {"requiredCapabilities": {"elicitation": {"url": {}}}}`'),
+        Rule("entry", "with it, return the `inputRequests` entry"),
+        Rule("no-id", "the entry has no `elicitationId`"),
+        Rule("read-only", "read only `capabilities`"),
+    ),
+)
+
 EXERCISE = Exercise(
     id="ex2",
     title="URL mode: an out-of-band setup flow",
-    contracts=(CONTRACT,),
+    contract=CONTRACT_TEXT,
+    notebook="04-ex2-url-mode",
+    hidden="labkit.grade.hidden.ex2",
+    safety=Safety(3, "no URL-mode entry should be offered to a request that did not declare it"),
     checks=(
         Check(
             "url offered when declared",
             offered_when_declared,
             "with elicitation.url declared it should return the url-mode entry",
+            rules=("url-key", "entry", "no-id"),
         ),
         Check(
             "url offered beside form",
             offered_beside_form,
             "with form and url declared it should return the url-mode entry",
+            rules=("url-key", "entry"),
         ),
         Check(
             "form only refused",
             refused_form_only,
             "with only form declared it should raise ProtocolError(-32021)",
+            rules=("refusal", "refusal-data"),
         ),
         Check(
             "empty elicitation refused",
             refused_empty_elicitation,
             "with 'elicitation': {} it should raise ProtocolError(-32021)",
+            rules=("form-only", "refusal", "refusal-data"),
         ),
         Check(
             "no capabilities refused",
             refused_nothing,
             "with no capabilities it should raise ProtocolError(-32021)",
+            rules=("refusal", "refusal-data"),
+        ),
+        Check(
+            "non-object elicitation refused",
+            non_object_elicitation,
+            "an elicitation value that is not an object should raise ProtocolError(-32021)",
+            rules=("url-key", "refusal"),
+        ),
+        Check(
+            "capabilities left unchanged",
+            capabilities_unchanged,
+            "the capabilities passed in should be left unchanged",
+            rules=("read-only", "entry"),
         ),
     ),
     hints=HINTS,

@@ -16,7 +16,7 @@ ipywidgets.
 from __future__ import annotations
 
 import sqlite3
-from contextlib import closing
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +24,20 @@ from labkit.course.exercises.calls import RootsAuthorizer, SqliteConnection
 from labkit.course.exercises.fixtures import (
     WORKSPACE_URI,
     add_notes,
-    connect,
     create_ex3_schema,
     note_ids,
 )
-from labkit.course.exercises.trial import Check, Exercise, Fail, Raised, Trial
+from labkit.course.exercises.trial import (
+    Check,
+    Contract,
+    Exercise,
+    Fail,
+    Raised,
+    Rule,
+    Safety,
+    Trial,
+    not_a_bool_next,
+)
 
 CONTRACT = "delete_note"
 NOTES = (
@@ -45,19 +54,28 @@ AUTHORIZER = RootsAuthorizer(grants=(("alice", (WORKSPACE_URI,)), ("bob", ("file
 def _world(
     t: Trial, before_first_work: tuple[str, tuple[str, ...]] | None = None
 ) -> tuple[Path, SqliteConnection]:
-    path = t.tempdir() / "notes.sqlite3"
-    with closing(connect(path)) as conn:
-        create_ex3_schema(conn)
-        add_notes(conn, NOTES)
-    path.chmod(0o666)  # the learner's side may run as another user
+    path = t.folder().place_db(DB, build_notes(NOTES))
     learner = SqliteConnection(
         str(path), lock_timeout=t.settings.lock_timeout, before_first_work=before_first_work
     )
     return path, learner
 
 
+DB = "notes.sqlite3"
+
+
+def build_notes(notes: Iterable[tuple[str, str, str]]) -> Callable[[sqlite3.Connection], None]:
+    """What `Folder.place_db` runs to build exercise 3's table holding `notes`."""
+
+    def build(conn: sqlite3.Connection) -> None:
+        create_ex3_schema(conn)
+        add_notes(conn, notes)
+
+    return build
+
+
 def _ids(t: Trial, path: Path) -> frozenset[str]:
-    with closing(sqlite3.connect(path, timeout=t.settings.lock_timeout)) as conn:
+    with t.folder().read_db(path.name) as conn:
         return frozenset(note_ids(conn))
 
 
@@ -114,17 +132,69 @@ def _verdict(
     if kept:
         problems.append(f"{', '.join(kept)} {'is' if len(kept) == 1 else 'are'} still there")
     if not problems:
-        return None
-    if result is None:
-        next_step = (
-            "end every path with `return True` or `return False` (None means a missing return)"
+        return None if want else _acceptance(t)
+    return Fail(expected, " and ".join(problems), not_a_bool_next(result) or next_step)
+
+
+def _acceptance(t: Trial) -> Fail | None:
+    """A refusal counts only with the matching acceptance: the same world, a note inside."""
+    path, conn = _world(t)
+    conn = SqliteConnection(conn.path, key="control", lock_timeout=conn.lock_timeout)
+    outcome = t.attempt(CONTRACT, conn, AUTHORIZER, "alice", WORKSPACE_URI, "note-1")
+    expected = (
+        "a refusal counts together with the matching acceptance: alice deleting note-1 "
+        "(file:///work/notes/2025/tps.md) in file:///work/notes should then get True"
+    )
+    if isinstance(outcome, Raised):
+        return t.raised_instead(
+            outcome, expected, "True", "nothing here calls for a refusal: delete, COMMIT, True"
         )
-    elif type(result) is int:
-        next_step = (
-            f"return True or False, a real bool: {result!r} is an int (a rowcount, perhaps), "
-            "and the contract's answer is compared with `is True` / `is False`"
+    if outcome.value is not True or "note-1" in _ids(t, path):
+        return Fail(
+            expected,
+            f"it returned {outcome.value!r}",
+            not_a_bool_next(outcome.value)
+            or "refuse only when a check fails: when the principal is authorized and the note "
+            "is inside the workspace, delete it, COMMIT and return True",
         )
-    return Fail(expected, " and ".join(problems), next_step)
+    return None
+
+
+def bad_uri(t: Trial) -> Fail | None:
+    path = t.folder().place_db(
+        DB, build_notes((*NOTES, ("note-bad", "file:///work/notes/%2e%2e/private/x.md", "x")))
+    )
+    conn = SqliteConnection(str(path), key="bad", lock_timeout=t.settings.lock_timeout)
+    result = _delete(t, conn, "alice", "note-bad")
+    return _verdict(
+        t,
+        conn,
+        path,
+        result,
+        "note-bad is stored at file:///work/notes/%2e%2e/private/x.md, an encoded '..' that "
+        "parse_file_uri refuses: deleting it should get False and keep it",
+        want=False,
+        left=ALL_IDS | {"note-bad"},
+        next_step="parse the stored uri too (labkit.scope.parse_file_uri): a ScopeError from "
+        "either URI means not inside, so ROLLBACK and return False",
+    )
+
+
+def requested_workspace(t: Trial) -> Fail | None:
+    path, conn = _world(t)
+    result = _delete(t, conn, "alice", "note-2", workspace="file:///work/notes/2025")
+    return _verdict(
+        t,
+        conn,
+        path,
+        result,
+        "note-2 is in file:///work/notes/2024; a request for the workspace "
+        "file:///work/notes/2025 (alice's root is file:///work/notes) should get False and keep it",
+        want=False,
+        left=ALL_IDS,
+        next_step="check containment against the requested workspace "
+        "(parse_file_uri(workspace_uri)), not the root authorize returned",
+    )
 
 
 def inside_deleted(t: Trial) -> Fail | None:
@@ -151,7 +221,7 @@ def moved_after_form(t: Trial) -> Fail | None:
         t, before_first_work=("UPDATE notes SET uri = ? WHERE id = ?", (MOVED_TO, "note-2"))
     )
     result = _delete(t, conn, "alice", "note-2")
-    with closing(sqlite3.connect(path, timeout=t.settings.lock_timeout)) as look:
+    with t.folder().read_db(path.name) as look:
         now = look.execute("SELECT uri FROM notes WHERE id = 'note-2'").fetchone()
     where = (
         f"moved to {MOVED_TO} just before your function began its transaction"
@@ -234,36 +304,78 @@ HINTS = (
     "False (docs/LESSON.md sections 3 and 9).",
 )
 
+CONTRACT_TEXT = Contract(
+    "delete_note(conn, authorizer, principal, workspace_uri, note_id) -> bool",
+    rules=(
+        Rule("authorization", "must\n   return a root"),
+        Rule(
+            "note-now",
+            "read its uri with `SELECT uri FROM notes WHERE id = ?` *inside* the\n"
+            "   transaction; no row means `False`",
+        ),
+        Rule("requested-workspace", "where\n   `workspace` is the **requested** workspace"),
+        Rule("scope-error", 'A `ScopeError` from either URI means "not\n   inside"'),
+        Rule("delete", "only then `DELETE`, `COMMIT` and return `True`"),
+        Rule("every-path-ends", "Every other path ends with `ROLLBACK` and returns `False`"),
+    ),
+)
+
 EXERCISE = Exercise(
     id="ex3",
     title="SQLite notes: re-check inside the transaction",
-    contracts=(CONTRACT,),
+    contract=CONTRACT_TEXT,
+    notebook="05-ex3-sqlite-notes",
+    hidden="labkit.grade.hidden.ex3",
+    safety=Safety(
+        4,
+        "no note outside the requested workspace, or of an unauthorized principal, "
+        "should be deleted",
+    ),
     checks=(
         Check(
             "inside deleted",
             inside_deleted,
             "an authorized delete of a note inside the workspace should return True",
+            rules=("delete", "authorization", "note-now"),
         ),
         Check(
             "moved after the form",
             moved_after_form,
             "a note moved out of the workspace before the transaction should be kept (False)",
+            rules=("note-now",),
         ),
         Check(
             "prefix sibling kept",
             prefix_sibling,
             "a note in the look-alike folder file:///work/notes-evil should be kept (False)",
+            rules=("requested-workspace",),
         ),
         Check(
             "unauthorized principal",
             unauthorized,
             "a principal not authorized for the workspace should delete nothing (False)",
+            rules=("authorization",),
+        ),
+        Check(
+            "a uri that does not parse",
+            bad_uri,
+            "a note whose stored uri does not parse should be kept (False)",
+            on_error="parse_file_uri reports a uri that does not parse with ScopeError: that "
+            "means not inside, so ROLLBACK and return False",
+            rules=("scope-error", "every-path-ends"),
+        ),
+        Check(
+            "the requested workspace",
+            requested_workspace,
+            "a note outside the requested workspace, though inside the root, should be kept",
+            rules=("requested-workspace",),
         ),
         Check(
             "missing note",
             missing_note,
             "deleting a note that does not exist should return False",
             on_error="when the SELECT finds no row, ROLLBACK and return False before using the row",
+            rules=("note-now", "every-path-ends"),
         ),
     ),
     hints=HINTS,

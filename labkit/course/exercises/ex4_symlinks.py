@@ -18,11 +18,21 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from labkit.course.exercises.fixtures import SymlinkTree, make_symlink_tree
-from labkit.course.exercises.trial import Check, Exercise, Fail, Raised, Trial
+from labkit.course.exercises.trial import (
+    Check,
+    Contract,
+    Exercise,
+    Fail,
+    Raised,
+    Rule,
+    Safety,
+    Trial,
+)
 
 CONTRACT = "resolve_inside"
 WRONG_EXCEPTION_NEXT = (
-    "raise PermissionError for every refusal: the contract names it, and callers catch exactly that"
+    "raise PermissionError for every refusal: the contract names it, and callers test for "
+    "exactly that type"
 )
 CRASH_NEXT = (
     "the contract's refusal is a PermissionError you raise: test containment yourself "
@@ -32,7 +42,10 @@ CRASH_NEXT = (
 
 
 def _tree(t: Trial) -> SymlinkTree:
-    return make_symlink_tree(t.tempdir() / "tree")
+    trees = t.once(f"trees {id(t)}", lambda: [0])
+    trees[0] += 1
+    name = "tree" if trees[0] == 1 else f"tree-{trees[0]}"
+    return make_symlink_tree(t.tempdir() / name)
 
 
 def _show(tree: SymlinkTree, value: Any) -> str:
@@ -82,7 +95,15 @@ def _refuses(
             "refuse by raising PermissionError, never by returning a fallback path such as the "
             "root: the caller would act on a file it never asked for"
         )
-    return Fail(expected, f"it returned {_show(tree, value)}{why}", next_step)
+    # Every probe here names a file outside the root: a path returned for it (other than the
+    # root as a fallback) is one the caller would act on outside the root.
+    escaped = isinstance(value, str | PurePath) and Path(value) != tree.root
+    return Fail(
+        expected,
+        f"it returned {_show(tree, value)}{why}",
+        next_step,
+        safety="it returned a path whose real place is outside the root" if escaped else "",
+    )
 
 
 def plain_file(t: Trial) -> Fail | None:
@@ -99,6 +120,10 @@ def plain_file(t: Trial) -> Fail | None:
 
 
 def escapes_refused(t: Trial) -> Fail | None:
+    # A refusal counts only with the acceptance beside it.
+    accepted = plain_file(t)
+    if accepted is not None:
+        return accepted
     tree = _tree(t)
     probes = (
         ("../secret.md", "a '..' escape"),
@@ -121,6 +146,10 @@ def escapes_refused(t: Trial) -> Fail | None:
 
 
 def file_link_outside(t: Trial) -> Fail | None:
+    # A refusal counts only with the acceptance beside it.
+    accepted = plain_file(t)
+    if accepted is not None:
+        return accepted
     tree = _tree(t)
     return _refuses(
         t,
@@ -150,6 +179,10 @@ def link_inside(t: Trial) -> Fail | None:
 
 
 def directory_link_outside(t: Trial) -> Fail | None:
+    # A refusal counts only with the acceptance beside it.
+    accepted = plain_file(t)
+    if accepted is not None:
+        return accepted
     tree = _tree(t)
     return _refuses(
         t,
@@ -161,6 +194,32 @@ def directory_link_outside(t: Trial) -> Fail | None:
         "",
         "resolve the whole path (every component, not only the last) and compare whole "
         "components (Path.is_relative_to on resolved paths), never string prefixes",
+    )
+
+
+def loop_refused(t: Trial) -> Fail | None:
+    # The refusal counts only with the acceptance beside it: a link that stays inside.
+    accepted = link_inside(t)
+    if accepted is not None:
+        return accepted
+    tree = _tree(t)
+    (tree.root / "loop-a").symlink_to("loop-b")
+    (tree.root / "loop-b").symlink_to("loop-a")
+    outcome = t.attempt(CONTRACT, tree.root, "loop-a")
+    expected = (
+        "'loop-a' -> 'loop-b' -> 'loop-a' is a loop of links, which leads nowhere: it should be "
+        "refused (PermissionError, or the OSError or RuntimeError of resolving it)"
+    )
+    if isinstance(outcome, Raised):
+        error = outcome.error
+        if any(error.is_a(e) for e in ("PermissionError", "OSError", "RuntimeError")):
+            return None
+        return t.raised_instead(outcome, expected, "a refusal", WRONG_EXCEPTION_NEXT, CRASH_NEXT)
+    return Fail(
+        expected,
+        f"it returned {_show(tree, outcome.value)}",
+        "resolve with Path.resolve() or os.path.realpath(strict=True), which report a loop, "
+        "and let that refusal stand",
     )
 
 
@@ -176,31 +235,66 @@ HINTS = (
     "is a PermissionError.",
 )
 
+CONTRACT_TEXT = Contract(
+    "resolve_inside(root, relative) -> Path",
+    rules=(
+        Rule("real-path", "return the **real** path of the file `relative` names under `root`"),
+        Rule("every-link", "(the last component *and* every directory on the way)"),
+        Rule("whole-components", "compared by **whole\ncomponents** of the resolved root"),
+        Rule("permission-error", "otherwise raise `PermissionError`"),
+        Rule(
+            "escapes",
+            "That covers a `..` escape, an absolute `relative`, and a\n"
+            "link whose target is outside",
+        ),
+        Rule("link-inside", "A link that stays inside (`latest.md -> 2024/tps.md`) is fine"),
+        Rule("nowhere", "A link that leads nowhere"),
+    ),
+)
+
 EXERCISE = Exercise(
     id="ex4",
     title="Symlink policy on a real filesystem",
-    contracts=(CONTRACT,),
+    contract=CONTRACT_TEXT,
+    notebook="06-ex4-symlink-policy",
+    hidden="labkit.grade.hidden.ex4",
+    safety=Safety(4, "no path whose real place is outside the root should be returned"),
     checks=(
-        Check("plain file inside", plain_file, "a plain file inside the root should be returned"),
+        Check(
+            "plain file inside",
+            plain_file,
+            "a plain file inside the root should be returned",
+            rules=("real-path",),
+        ),
         Check(
             "escapes refused",
             escapes_refused,
             "a '..' escape or an absolute path should raise PermissionError",
+            rules=("escapes", "permission-error"),
         ),
         Check(
             "file symlink to outside refused",
             file_link_outside,
             "a symlink inside the root pointing outside should raise PermissionError",
+            rules=("escapes", "permission-error", "every-link"),
         ),
         Check(
             "symlink inside allowed",
             link_inside,
             "a symlink inside the root pointing inside should return the real path",
+            rules=("link-inside", "real-path"),
         ),
         Check(
             "directory symlink to outside refused",
             directory_link_outside,
             "a path through a directory symlink pointing outside should raise PermissionError",
+            rules=("every-link", "whole-components", "permission-error", "escapes"),
+        ),
+        Check(
+            "a loop of links refused",
+            loop_refused,
+            "a loop of links should be refused, not followed forever",
+            rules=("nowhere", "link-inside"),
         ),
     ),
     hints=HINTS,

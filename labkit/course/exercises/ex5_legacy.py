@@ -17,8 +17,17 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from labkit.course.exercises.calls import IdSource
-from labkit.course.exercises.trial import Check, Exercise, Fail, Trial, difference
+from labkit.course.exercises.calls import IdSource, type_name
+from labkit.course.exercises.trial import (
+    Check,
+    Contract,
+    Exercise,
+    Fail,
+    Rule,
+    Safety,
+    Trial,
+    difference,
+)
 
 CONTRACT = "to_legacy_requests"
 
@@ -61,8 +70,8 @@ def _compare(
     if not isinstance(got, list):
         return Fail(
             expected,
-            f"it returned a {type(got).__name__}",
-            f"return a list of (key, request) pairs, not a {type(got).__name__}",
+            f"it returned a {type_name(got)}",
+            f"return a list of (key, request) pairs, not a {type_name(got)}",
         )
     pairs = [tuple(p) if isinstance(p, list | tuple) else p for p in got]
     wanted: list[Any] = [tuple(w) for w in want]
@@ -70,12 +79,12 @@ def _compare(
         return Fail(
             expected,
             f"it returned a list where {difference(wanted, pairs)}",
-            _next(pairs, wanted, step),
+            pair_next(pairs, wanted, step),
         )
     return None
 
 
-def _next(pairs: list[Any], wanted: list[Any], step: str) -> str:
+def pair_next(pairs: list[Any], wanted: list[Any], step: str) -> str:
     """The next step for the first wrong pair, from what is wrong with it; else `step`."""
     for pair, (key, request) in zip(pairs, wanted, strict=False):
         if pair == (key, request):
@@ -87,6 +96,12 @@ def _next(pairs: list[Any], wanted: list[Any], step: str) -> str:
             return "put each pair as (key, request): the input key first, then the request"
         if not isinstance(second, dict):
             return step
+        extra = sorted(k for k in second if k not in (*request, "params", "elicitationId"))
+        if extra:
+            return (
+                f"send only the request's own keys ({', '.join(request)}): "
+                f"{', '.join(map(repr, extra))} is not one of them"
+            )
         if second.get("id") != request["id"] and str(second.get("id")) == str(request["id"]):
             return "use each id as next_id() returns it (an int here), without converting it"
         params, want_params = second.get("params"), request.get("params")
@@ -157,6 +172,10 @@ def url_entry_gets_elicitation_id(t: Trial) -> Fail | None:
 
 
 def input_left_unchanged(t: Trial) -> Fail | None:
+    # Leaving the map alone counts only with an answer built from it.
+    answered = url_entry_gets_elicitation_id(t)
+    if answered is not None:
+        return answered
     original = {"connect": copy.deepcopy(URL), "delete_choice": copy.deepcopy(FORM)}
     _run(t, copy.deepcopy(original))
     given = t.args_after()[0]
@@ -181,30 +200,55 @@ HINTS = (
     "new_elicitation_id() inside a copy of their params (dict(...) or copy.deepcopy).",
 )
 
+CONTRACT_TEXT = Contract(
+    "to_legacy_requests(input_requests, next_id, new_elicitation_id) -> list[tuple[str, dict]]",
+    rules=(
+        Rule("pairs", "For every entry of\nthe map, in order, it returns a pair `(key, request)`"),
+        Rule(
+            "request",
+            'the request is `{"jsonrpc": "2.0", "id": next_id(), "method": entry["method"]}`',
+        ),
+        Rule("no-params", "so it gets no `params` key"),
+        Rule("unchanged", "the params travel unchanged"),
+        Rule(
+            "elicitation-id",
+            'a URL-mode `elicitation/create` gains\n  `"elicitationId": new_elicitation_id()`',
+        ),
+        Rule("never-modified", "the map you are given is **never modified**"),
+    ),
+)
+
 EXERCISE = Exercise(
     id="ex5",
     title="Legacy adapter for 2025-11-25 peers",
-    contracts=(CONTRACT,),
+    contract=CONTRACT_TEXT,
+    notebook="07-ex5-legacy-adapter",
+    hidden="labkit.grade.hidden.ex5",
+    safety=Safety(3, "the modern handler's inputRequests map should never be changed"),
     checks=(
         Check(
             "one form entry",
             one_form_entry,
             "one form entry should become one live elicitation/create request",
+            rules=("request", "unchanged", "pairs"),
         ),
         Check(
             "order and fresh ids",
             order_and_fresh_ids,
             "two entries should keep their order and get their own ids",
+            rules=("pairs", "request", "no-params"),
         ),
         Check(
             "url entry gets an elicitationId",
             url_entry_gets_elicitation_id,
             "a URL-mode entry should gain an elicitationId",
+            rules=("elicitation-id",),
         ),
         Check(
             "input left unchanged",
             input_left_unchanged,
             "the inputRequests map should be left unchanged",
+            rules=("never-modified",),
         ),
     ),
     hints=HINTS,

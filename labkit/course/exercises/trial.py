@@ -36,8 +36,9 @@ from __future__ import annotations
 
 import enum
 import logging
+import os
+import shutil
 import sys
-import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
@@ -53,7 +54,9 @@ from labkit.course.exercises.calls import (
     format_frames,
     learner_frames,
     learner_traceback,
+    type_name,
 )
+from labkit.course.exercises.folder import Folder, Private
 
 if TYPE_CHECKING:
     from labkit.course.exercises.race import RaceResult
@@ -70,6 +73,8 @@ __all__ = [
 log = logging.getLogger("labkit.course.checks")
 
 T = TypeVar("T")
+# Where a run's checks record the safety faults they saw (`Trial.unsafe`), in `shared`.
+SAFETY_FAULTS = "safety faults"
 
 
 class Outcome(enum.Enum):
@@ -90,12 +95,15 @@ class Fail:
     """A failed check: what was expected, what happened, one next step.
 
     The message reads "ex1 · name: <expected>, but <got>. Next: <next_step>". `outcome` is
-    INCORRECT unless the check saw the learner's code crash (ERROR)."""
+    INCORRECT unless the check saw the learner's code crash (ERROR). `safety` names the safety
+    fault the check saw (a deletion outside the workspace, a second deletion, an escape), which
+    costs the exercise's safety points (`Exercise.safety`) on top of this check's."""
 
     expected: str
     got: str
     next_step: str
     outcome: Outcome = Outcome.INCORRECT
+    safety: str = ""
 
 
 @dataclass(frozen=True)
@@ -125,24 +133,76 @@ class Check:
     points: float = 1
     hidden: bool = False
     on_error: str = DEFAULT_ON_ERROR
+    # The contract's rules (`Rule.id`) this check asserts: it may grade nothing else.
+    rules: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One behaviour the task states and the checks grade. `states` is a phrase of the task
+    cell, word for word (whitespace aside): the rule is graded only because the task says it."""
+
+    id: str
+    states: str
+
+
+@dataclass(frozen=True)
+class Contract:
+    """What the learner writes: `signature` as the task cell states it after "Write"
+    (`name(params) -> type`), and every rule a check grades."""
+
+    signature: str
+    rules: tuple[Rule, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.signature.split("(", 1)[0].strip()
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        inside = self.signature.split("(", 1)[1].rsplit(")", 1)[0]
+        return tuple(p.strip() for p in inside.split(",") if p.strip())
+
+    def rule(self, rule_id: str) -> Rule:
+        return next(r for r in self.rules if r.id == rule_id)
+
+
+@dataclass(frozen=True)
+class Safety:
+    """The exercise's safety points and the faults that cost them (one sentence)."""
+
+    points: float
+    faults: str
 
 
 @dataclass(frozen=True)
 class Exercise:
-    """An exercise: its contract names, its public checks and graded hints.
+    """An exercise, declared once: its id, title, the solution notebook that holds its task and
+    reference answer (`notebook`, a stem of solutions/), its contract, public checks, the
+    module of its hidden checks (`hidden`, imported only by the grader), its safety points and
+    graded hints. The registry, the grader's graded set, the README's exercise table and the
+    tests' exercise lists all derive from these.
 
     An exercise with no checks yet says `pending` instead of running anything."""
 
     id: str
     title: str
-    contracts: tuple[str, ...]
+    contract: Contract | None = None
     checks: tuple[Check, ...] = ()
     hints: tuple[str, ...] = ()
     pending: str = ""
+    notebook: str = ""
+    hidden: str = ""
+    safety: Safety | None = None
 
     @property
     def available(self) -> bool:
         return bool(self.checks)
+
+    @property
+    def contracts(self) -> tuple[str, ...]:
+        """The names the learner's code defines."""
+        return () if self.contract is None else (self.contract.name,)
 
 
 @dataclass(frozen=True)
@@ -154,6 +214,10 @@ class CheckSettings:
     lock_timeout: float = 5.0
     race_statement_delay: float = 0.1
     tmp_parent: Path | None = None
+    # Differential checks (`labkit.course.exercises.differ`): generated inputs per check, and
+    # the seconds one check may spend on them before the answer counts as too slow.
+    examples: int = 40
+    search_budget: float = 120.0
 
 
 # --- calling learner code ---------------------------------------------------------------
@@ -232,16 +296,23 @@ class Trial:
         settings: CheckSettings,
         shared: dict[str, Any],
         stack: ExitStack,
+        reference: CheckRunner | None = None,
     ) -> None:
         self.exercise = exercise
         self.check = check
         self.runner = runner
         self.settings = settings
+        # The reference answer (the solution's answer cell) behind a runner of its own, for
+        # differential checks; None where no solution is at hand (a learner's notebook).
+        self.reference = reference
         self._shared = shared
         self._stack = stack
-        self._tmp: Path | None = None
+        self._folder: Folder | None = None
+        self._private: Private | None = None
         self.effects: Mapping[str, Any] = {}
         stack.callback(runner.end_check)
+        if reference is not None:
+            stack.callback(reference.end_check)
 
     def defer(self, callback: Callable[[], object]) -> None:
         """Run `callback` when the check ends, whatever happened (errors ignored)."""
@@ -254,14 +325,43 @@ class Trial:
 
         self._stack.callback(quietly)
 
+    def folder(self) -> Folder:
+        """The check's shared folder (`labkit.course.exercises.folder`): what the learner's
+        side is given, read back only through the judge's own descriptor."""
+        if self._folder is None:
+            folder = Folder(self.settings.tmp_parent, self.private())
+            self.defer(lambda: shutil.rmtree(folder.path))
+            self.defer(folder.close)
+            self._folder = folder
+        return self._folder
+
     def tempdir(self) -> Path:
-        if self._tmp is None:
-            made = tempfile.TemporaryDirectory(prefix="labkit-check-", dir=self.settings.tmp_parent)
-            self._stack.callback(made.cleanup)
-            self._tmp = Path(made.name)
-            # The learner's side may run as another user (the grader's worker).
-            self._tmp.chmod(0o777)
-        return self._tmp
+        return self.folder().path
+
+    def private(self) -> Private:
+        """A folder of the judge's own (worlds are built and read there)."""
+        if self._private is None:
+            self._private = Private()
+            self.defer(self._private.close)
+        return self._private
+
+    @property
+    def shown(self) -> Mapping[str, str]:
+        """Text to replace in every message: the check's folders, named as the learner sees
+        them, never as the judge's scratch paths."""
+        places = {}
+        if self._folder is not None:
+            places[str(self._folder.path)] = "<tmp>"
+            places[os.path.realpath(self._folder.path)] = "<tmp>"
+        if self._private is not None:
+            places[str(self._private.path)] = "<tmp>"
+        if self.settings.tmp_parent is not None:
+            places[str(self.settings.tmp_parent)] = "<scratch>"
+        return places
+
+    def unsafe(self, fault: str) -> None:
+        """Record a safety fault: the exercise's safety points are lost."""
+        self._shared.setdefault(SAFETY_FAULTS, []).append(f"{self.check.name}: {fault}")
 
     def once(self, key: str, factory: Callable[[], T]) -> T:
         """A value computed once per `check()` run and shared by its checks."""
@@ -390,6 +490,20 @@ def call_bounded(fn: Callable[..., T], args: Sequence[Any], timeout: float) -> t
     return (box[0],) if box else None
 
 
+def not_a_bool_next(result: Any) -> str:
+    """The next step when `result` is not a bool at all (None, a rowcount), else ""."""
+    if result is None:
+        return "end every path with `return True` or `return False` (None means a missing return)"
+    if type(result) is int:
+        return (
+            f"return True or False, a real bool: {result!r} is an int (a rowcount, perhaps), "
+            "and the contract's answer is compared with `is True` / `is False`"
+        )
+    if type(result) is not bool:
+        return f"return True or False, a real bool, not a {type_name(result)}"
+    return ""
+
+
 def pythons_own(error: LearnerError) -> bool:
     """Whether the exception's type comes with Python (builtins or the standard library)."""
     return error.module.partition(".")[0] in ("builtins", *sys.stdlib_module_names)
@@ -438,13 +552,12 @@ def _differences(expected: Any, got: Any, where: str, found: list[str]) -> None:
         what = where or "it"
         if type(expected) is not type(got) and expected == got:
             found.append(
-                f"{what} is {_short(got)} of type {type(got).__name__} "
-                f"(expected {_short(expected)} of type {type(expected).__name__})"
+                f"{what} is {_short(got)} of type {type_name(got)} "
+                f"(expected {_short(expected)} of type {type_name(expected)})"
             )
         elif type(expected) is not type(got):
             found.append(
-                f"{what} is {_short(got)} of type {type(got).__name__} "
-                f"(expected {_short(expected)})"
+                f"{what} is {_short(got)} of type {type_name(got)} (expected {_short(expected)})"
             )
         else:
             found.append(f"{what} is {_short(got)} (expected {_short(expected)})")

@@ -1,209 +1,195 @@
 """Hidden checks for ex4, `resolve_inside(root, relative) -> Path`.
 
-Owns: the grading-only checks of exercise 4 (`CHECKS`). The symlink policy: a path whose
-resolution leaves `root` raises PermissionError; a link that stays inside resolves. The traps
-the public checks (`labkit.course.exercises.ex4_symlinks`) do not show: a directory link in
-the middle of the path, an absolute link, a chain of links, a dangling link, a loop, and a root
-that is itself reached through a link (so only a resolved root contains the resolved files).
-
-Each check builds its own tree in the check's temporary folder (`Trial.tempdir`) and passes
-paths as data; the answer comes back decoded by exact type. Paths in messages start with
-`<tmp>` so a message is the same on every run.
+Owns: the grading-only checks of exercise 4 (`CHECKS`): a differential check
+(`labkit.course.exercises.differ`) that builds the same generated tree for the learner's
+function and for the reference answer (each in a folder of its own) and asks both for the same
+path: link chains, loops, absolute and relative links, dangling links, links to directories
+in the middle of the path, a look-alike sibling (`root-evil`), the root itself, and a root that
+is reached through a link; `relative` is made of `..`, `.`, names and links, or is absolute.
+Compared: the path returned (by exact type, the tree's folder shown as `<tmp>`), or a refusal.
+A link that leads nowhere (dangling, or a loop) may be refused with PermissionError or with
+the OSError or RuntimeError resolving it raises, as the task says. They add inputs, not rules:
+each rule is one the task states and a public check shows
+(`labkit.course.exercises.ex4_symlinks`).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
+from dataclasses import dataclass
 from pathlib import Path, PurePath
-from typing import Any
 
+from hypothesis import strategies as st
+
+from labkit.course.exercises import ex4_symlinks as public
+from labkit.course.exercises.calls import type_name
+from labkit.course.exercises.differ import Cause, Observation, Search, Side, differential
 from labkit.course.exercises.trial import Check, Fail, Raised, Trial
 
-CONTRACT = "resolve_inside"
-WRONG_EXCEPTION_NEXT = (
-    "raise PermissionError for every refusal: the contract names it, and callers rely on that type"
+CONTRACT = public.CONTRACT
+REFUSED = {"refused": "PermissionError"}
+NOWHERE = {"refused": "a link that leads nowhere"}
+# Where links may be made inside the root, and what they may point to ("ABS/" is the tree's
+# own folder, so an absolute link).
+PLACES = ("l1", "docs/l2", "l3")
+TARGETS = (
+    "docs/a.txt",
+    "a.txt",
+    "../secret/key.txt",
+    "ABS/secret/key.txt",
+    "ABS/root/docs/a.txt",
+    "docs",
+    "../secret",
+    "../root-evil",
+    "..",
+    ".",
+    "l1",
+    "l3",
+    "missing.txt",
+    "../secret/missing.txt",
 )
-RESOLVE_NEXT = (
-    "follow every symlink of the whole path (Path.resolve) and decide on where the file really "
-    "is, compared component by component with the real root"
-)
+PARTS = ("docs", "a.txt", "l1", "l2", "l3", "..", ".", "sub", "secret", "key.txt", "root-evil")
+_count = itertools.count()
 
 
-def _tree(t: Trial) -> tuple[Path, Path]:
-    """<tmp>/root/docs/a.txt inside, <tmp>/secret/key.txt outside."""
-    base = (t.tempdir() / "tree").resolve()
-    root = base / "root"
-    (root / "docs").mkdir(parents=True)
-    (root / "docs" / "a.txt").write_text("inside")
-    (base / "secret").mkdir()
-    (base / "secret" / "key.txt").write_text("outside")
-    return base, root
+@dataclass(frozen=True)
+class Resolve:
+    relative: str
+    links: tuple[tuple[str, str], ...] = ()  # (where, target)
+    root_through_link: bool = False
 
 
-def _show(base: Path, value: Any) -> str:
-    if isinstance(value, str | PurePath):
-        text = os.fspath(value)
-        prefix = os.fspath(base)
-        if text == prefix or text.startswith(prefix + os.sep):
-            text = "<tmp>" + text[len(prefix) :]
-        return f"{type(value).__name__}({text!r})" if isinstance(value, PurePath) else repr(text)
-    text = repr(value)
-    return text if len(text) <= 300 else text[:300] + "..."
+def describe(r: Resolve) -> str:
+    tree = "; ".join(f"{where} -> {target}" for where, target in r.links) or "no links"
+    root = "<tmp>/current (a link to <tmp>/root)" if r.root_through_link else "<tmp>/root"
+    return f"root {root} holding docs/a.txt and docs/sub/, links {tree}, relative {r.relative!r}"
 
 
-def _refused(
-    t: Trial, base: Path, root: Path, relative: str, what: str, *, missing_ok: bool = False
-) -> Fail | None:
-    """PermissionError for `relative` under `root`; with `missing_ok`, a link that leads
-    nowhere (dangling, a loop) may also end in the OSError or RuntimeError of resolving it."""
-    expected = f"{what}, resolve_inside(<tmp>/root, {relative!r}), should raise PermissionError"
-    outcome = t.attempt(CONTRACT, root, relative)
-    if isinstance(outcome, Raised):
-        error = outcome.error
-        if error.is_a("PermissionError"):
-            return None
-        if missing_ok and (error.is_a("OSError") or error.is_a("RuntimeError")):
-            return None
-        if error.is_a("OSError") or error.is_a("ValueError"):
-            return Fail(expected, f"it raised {outcome.summary}", WRONG_EXCEPTION_NEXT)
-        t.crashed(outcome)
-    return Fail(expected, f"it returned {_show(base, outcome.value)}", RESOLVE_NEXT)
+def _build(side: Side, r: Resolve) -> tuple[str, str]:
+    """The tree in a new folder of `side`'s; returns (the tree's path, the root given)."""
+    name = f"tree-{next(_count)}"
+    folder = side.folder
+    base = str(folder.path / name)
+    for directory in ("", "/root", "/root/docs", "/root/docs/sub", "/secret", "/root-evil"):
+        folder.mkdir(name + directory)
+    folder.write(f"{name}/root/docs/a.txt", "inside")
+    folder.write(f"{name}/secret/key.txt", "outside")
+    folder.write(f"{name}/root-evil/x.txt", "look-alike")
+    for where, target in r.links:
+        folder.symlink(target.replace("ABS", base), f"{name}/root/{where}")
+    if r.root_through_link:
+        folder.symlink("root", f"{name}/current")
+        return base, f"{base}/current"
+    return base, f"{base}/root"
 
 
-def directory_link_in_the_middle(t: Trial) -> Fail | None:
-    base, root = _tree(t)
-    os.symlink(base / "secret", root / "docs" / "shared")
-    return _refused(
-        t,
-        base,
-        root,
-        "docs/shared/key.txt",
-        "a directory link in the middle of the path (docs/shared -> <tmp>/secret) leading outside",
-    )
-
-
-def absolute_link(t: Trial) -> Fail | None:
-    base, root = _tree(t)
-    os.symlink(str(base / "secret" / "key.txt"), root / "abs")
-    return _refused(t, base, root, "abs", "an absolute link to <tmp>/secret/key.txt, outside")
-
-
-def chain_of_links(t: Trial) -> Fail | None:
-    base, root = _tree(t)
-    os.symlink("two", root / "one")
-    os.symlink("docs/../three", root / "two")
-    os.symlink("../secret/key.txt", root / "three")
-    return _refused(
-        t, base, root, "one", "a chain of links (one -> two -> three) ending outside the root"
-    )
-
-
-def dangling_link(t: Trial) -> Fail | None:
-    base, root = _tree(t)
-    os.symlink("../secret/missing.txt", root / "gone")
-    return _refused(
-        t, base, root, "gone", "a dangling link pointing outside the root", missing_ok=True
-    )
-
-
-def link_loop(t: Trial) -> Fail | None:
-    base, root = _tree(t)
-    os.symlink("loop-b", root / "loop-a")
-    os.symlink("loop-a", root / "loop-b")
-    return _refused(
-        t, base, root, "loop-a", "a loop of links (loop-a -> loop-b -> loop-a)", missing_ok=True
-    )
-
-
-def _resolves(t: Trial, base: Path, root: Path, relative: str, expected: str) -> Fail | None:
-    want = base / "root" / "docs" / "a.txt"
-    outcome = t.attempt(CONTRACT, root, relative)
+def play(side: Side, r: Resolve) -> Observation:
+    base, root = _build(side, r)
+    relative = r.relative.replace("ABS", base)
+    outcome = side.attempt(CONTRACT, Path(root), relative)
+    # The judge's own tree: whether the path leads anywhere is read there, never in the
+    # learner's folder.
+    missing = not side.learner and not os.path.exists(os.path.join(root, relative))
+    if missing and isinstance(outcome, Raised):
+        return NOWHERE
     if isinstance(outcome, Raised):
         if outcome.error.is_a("PermissionError"):
-            return Fail(
-                expected,
-                f"it raised {outcome.summary}",
-                "compare the resolved file with the resolved root: both real paths, so a link "
-                "on the way (to the root or inside it) does not matter",
-            )
-        t.crashed(outcome)
-    got = outcome.value
-    if not isinstance(got, str | PurePath) or Path(got) != want:
-        return Fail(
-            expected,
-            f"it returned {_show(base, got)}",
-            "return the real path of the file, with every link followed",
+            return REFUSED
+        if outcome.error.is_a("OSError") or outcome.error.is_a("RuntimeError"):
+            return NOWHERE
+        return {"raised": outcome.error.type}
+    value = outcome.value
+    if isinstance(value, str | PurePath):
+        text = os.fspath(value)
+        if text == base or text.startswith(base + os.sep):
+            text = "<tmp>" + text[len(base) :]
+        seen: Observation = {"returned": text, "of type": type_name(value)}
+        return {**seen, MISSING: True} if missing else seen
+    return {"returned": repr(value), "of type": type_name(value)}
+
+
+MISSING = "(no file there)"
+
+
+def agree(mine: Observation, reference: Observation) -> bool:
+    """Equal; or, where the path leads nowhere (a dangling link, a loop, no file there), any
+    refusal the task allows."""
+    if reference == NOWHERE or MISSING in reference:
+        if mine in (REFUSED, NOWHERE):
+            return True
+        return mine == {k: v for k, v in reference.items() if k != MISSING}
+    return mine == reference
+
+
+def explain(r: Resolve, mine: Observation, reference: Observation) -> Cause:
+    if "returned" in mine and "returned" not in reference:
+        escape = reference == REFUSED
+        return Cause(
+            public.CRASH_NEXT if escape else "a link that leads nowhere is refused too",
+            safety="it returned a path outside the root" if escape else "",
         )
-    return None
+    if "raised" in mine:
+        return Cause(public.WRONG_EXCEPTION_NEXT)
+    if "refused" in mine:
+        return Cause(
+            "compare the resolved file with the resolved root: both real paths, so a link on "
+            "the way (to the root or inside it) does not matter"
+        )
+    if mine.get("of type") not in ("PosixPath", "Path"):
+        return Cause("return a pathlib.Path, as the contract says")
+    return Cause("return the real path of the file, with every link followed")
 
 
-def link_inside_allowed(t: Trial) -> Fail | None:
-    base, root = _tree(t)
-    os.symlink("docs/a.txt", root / "latest")
-    return _resolves(
-        t,
-        base,
-        root,
-        "latest",
-        "'latest', a link to docs/a.txt inside the root, should resolve to <tmp>/root/docs/a.txt",
-    )
+_RELATIVE = st.one_of(
+    st.lists(st.sampled_from(PARTS), min_size=1, max_size=4).map("/".join),
+    st.sampled_from(("ABS/secret/key.txt", "ABS/root/docs/a.txt", "", ".", "docs/")),
+)
+RESOLVES = st.builds(
+    Resolve,
+    _RELATIVE,
+    st.lists(
+        st.tuples(st.sampled_from(PLACES), st.sampled_from(TARGETS)),
+        max_size=3,
+        unique_by=lambda x: x[0],
+    ).map(tuple),
+    st.booleans(),
+)
+# Each catalogued mistake's input (tests/course/mistakes/ex4) stays an explicit example.
+EXAMPLES = (
+    Resolve("docs/a.txt", root_through_link=True),
+    Resolve("l1", (("l1", "l3"), ("l3", "l1"))),
+    Resolve("l1/key.txt", (("l1", "../secret"),)),
+    Resolve("docs/l2/x.txt", (("docs/l2", "../../root-evil"),)),
+    Resolve("l1", (("l1", "ABS/secret/key.txt"),)),
+    Resolve("l1", (("l1", "l3"), ("l3", "../secret/key.txt"))),
+    Resolve("l1", (("l1", "../secret/missing.txt"),)),
+    Resolve("docs/../../secret/key.txt"),
+    Resolve("ABS/secret/key.txt"),
+    Resolve("l1", (("l1", "docs/a.txt"),)),
+    Resolve("."),
+)
 
 
-def root_through_a_link(t: Trial) -> Fail | None:
-    base, _ = _tree(t)
-    os.symlink("root", base / "current")
-    return _resolves(
-        t,
-        base,
-        base / "current",
-        "docs/a.txt",
-        "with the root given as <tmp>/current, a link to <tmp>/root, 'docs/a.txt' should be "
-        "allowed and resolve to its real path <tmp>/root/docs/a.txt",
-    )
+def generated_trees(t: Trial) -> Fail | None:
+    return differential(t, Search(RESOLVES, describe, EXAMPLES), play, explain, agree)
 
 
 CHECKS: tuple[Check, ...] = (
     Check(
-        "directory link in the middle",
-        directory_link_in_the_middle,
-        "a directory link in the middle of the path leading outside should raise PermissionError",
-        points=2,
+        "generated trees",
+        generated_trees,
+        "for any tree of links and any path it should return or refuse as the reference does",
+        points=8,
         hidden=True,
-    ),
-    Check(
-        "absolute link",
-        absolute_link,
-        "an absolute link to a file outside should raise PermissionError",
-        hidden=True,
-    ),
-    Check(
-        "chain of links",
-        chain_of_links,
-        "a chain of links ending outside should raise PermissionError",
-        hidden=True,
-    ),
-    Check(
-        "dangling link",
-        dangling_link,
-        "a dangling link pointing outside should be refused",
-        hidden=True,
-    ),
-    Check(
-        "link loop",
-        link_loop,
-        "a loop of links should be refused, not followed forever",
-        hidden=True,
-    ),
-    Check(
-        "link inside allowed",
-        link_inside_allowed,
-        "a link that stays inside the root should resolve",
-        hidden=True,
-    ),
-    Check(
-        "root through a link",
-        root_through_a_link,
-        "a root given through a link should still hold its files",
-        hidden=True,
+        rules=(
+            "real-path",
+            "every-link",
+            "whole-components",
+            "permission-error",
+            "escapes",
+            "link-inside",
+            "nowhere",
+        ),
     ),
 )

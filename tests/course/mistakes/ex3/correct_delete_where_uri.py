@@ -2,10 +2,10 @@
 def delete_note(conn, authorizer, principal, workspace_uri, note_id):
     conn.execute("BEGIN IMMEDIATE")
     try:
-        workspace = parse_file_uri(workspace_uri)
-        allowed = authorize(authorizer, principal, workspace) is not None
         row = conn.execute("SELECT uri FROM notes WHERE id = ?", (note_id,)).fetchone()
         try:
+            workspace = parse_file_uri(workspace_uri)
+            allowed = authorize(authorizer, principal, workspace) is not None
             ok = allowed and row is not None and contains(workspace, parse_file_uri(row[0]))
         except ScopeError:
             ok = False

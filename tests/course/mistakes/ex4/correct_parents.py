@@ -1,5 +1,7 @@
 # correct: Path.resolve and a walk up the target's parents
 def resolve_inside(root: Path, relative: str) -> Path:
+    if Path(relative).is_absolute():
+        raise PermissionError(f"{relative!r} is absolute")
     real_root = Path(root).resolve()
     try:
         target = (real_root / relative).resolve(strict=True)
