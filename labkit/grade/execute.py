@@ -16,6 +16,7 @@ Must not import the report models or the hidden checks.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime
@@ -127,9 +128,13 @@ def _first_line(error: BaseException) -> str:
 
 
 def _replace(path: Path, text: str) -> None:
+    """Write `path` anew in one step, keeping its permissions (mkstemp's file is 0600, and a
+    solution readable only by its author could not be packaged or graded by anyone else)."""
+    mode = stat.S_IMODE(path.stat().st_mode)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            os.fchmod(handle.fileno(), mode)
             handle.write(text)
         os.replace(tmp, path)
     except BaseException:

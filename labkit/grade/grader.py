@@ -452,7 +452,7 @@ def _setup_imported(
     for cell, kind, run in zip(cells, kinds, runs, strict=False):
         if kind != "locked":
             return  # the learner's code ran first: whatever follows is the submission's
-        if cell.get("id") == SETUP_ID:
+        if cell.get("id") == notebooks.SETUP_ID:
             if run.status is CellStatus.ERROR and run.ename in _MISSING_PACKAGE:
                 raise GradingFailed(
                     f"the course's setup cell could not import what it needs ({run.ename}: "

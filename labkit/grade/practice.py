@@ -20,7 +20,7 @@ from typing import Final
 from labkit.course.exercises.trial import Check
 from labkit.grade import batch, report
 from labkit.grade.containment import Mode
-from labkit.grade.graded_exercises import EXERCISES, GradedExercise
+from labkit.grade.graded_exercises import GRADED, GradedExercise
 from labkit.grade.grader import Course
 from labkit.grade.kernel import Limits
 from labkit.grade.report import GradedOutcome, SubmissionReport
@@ -42,7 +42,7 @@ class PublicOnly(GradedExercise):
 
 def course(solutions: Path) -> Course:
     """The course from `solutions`, every exercise with its public checks only."""
-    public = {key: PublicOnly(e.id, e.module) for key, e in EXERCISES.items()}
+    public = {key: PublicOnly(e.unit) for key, e in GRADED.items()}
     return Course.load(solutions, registry=public)
 
 

@@ -78,9 +78,9 @@ def race_check_passes(fn: Callable[..., Any]) -> bool:
     only_race = dataclasses.replace(
         ex1, checks=tuple(c for c in ex1.checks if c.name == RACE_CHECK)
     )
-    (result,) = (
-        Checker({"ex1": only_race}, namespace=dict).check("ex1", claim_and_delete=fn).results
-    )
+    results = Checker({"ex1": only_race}, namespace=dict).check("ex1", claim_and_delete=fn).results
+    # The exercise's safety result rides along with any check run; the race's own decides.
+    (result,) = (r for r in results if r.name == RACE_CHECK)
     return result.passed
 
 

@@ -4,6 +4,7 @@ every cell ran clean, with widget state and cell timings kept."""
 from __future__ import annotations
 
 import json
+import stat
 from pathlib import Path
 
 import nbformat
@@ -37,6 +38,13 @@ def test_a_clean_run_saves_outputs_widget_state_and_timings(tmp_path: Path) -> N
     assert nb.metadata.kernelspec.name == "python3"
     assert len(cell_times(nb)) == 2 and slow_cells(nb) == []
     assert done.slowest is not None and done.slowest.index in (1, 2)
+
+
+def test_a_saved_notebook_keeps_its_permissions(tmp_path: Path) -> None:
+    path = _write(tmp_path / "shared.ipynb", "print(1)")
+    path.chmod(0o644)
+    execute(path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644  # not mkstemp's 0600
 
 
 def test_a_raising_cell_leaves_the_saved_notebook_unchanged(tmp_path: Path) -> None:

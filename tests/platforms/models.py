@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from grade.grade_helpers import COURSE, STRING_GATE, solved, with_cell, write
+from grade.grade_helpers import COURSE, TIDIES_TEXT, solved, with_cell, write
 from grade.test_forgery import ANSWER, FORGERIES, STEM, _answer_cell, _cell
 
 from labkit.course import build
@@ -107,7 +107,7 @@ def adversarial(folder: Path, solutions: str) -> dict[str, Path]:
     `solutions`, the hidden check in the installed labkit)."""
     learner = untouched(STEM)
     wrong = copy.deepcopy(learner)
-    _cell(wrong, ANSWER).source = STRING_GATE
+    _cell(wrong, ANSWER).source = TIDIES_TEXT
     forged = copy.deepcopy(learner)
     stub = _cell(learner, ANSWER).source
     _cell(forged, ANSWER).source = _answer_cell(FORGERIES[FORGERY], stub)
