@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from labkit.legacy import LegacyLimits
     from labkit.sandbox import Mode as SandboxMode
     from labkit.server import Server
+    from labkit.stores.sweeper import PendingSweeper
     from labkit.url_mode import ConsentService
 
 log = logging.getLogger("labkit.serve")
@@ -150,6 +151,8 @@ class Plan:
     public_url: str | None = None
     # 2025-11-25 sessions ([legacy]); None: labkit.legacy's defaults.
     legacy_limits: LegacyLimits | None = None
+    # The background sweep of pending claims, for stores that take two steps to delete.
+    sweeper: PendingSweeper | None = None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -249,14 +252,17 @@ def _conformance_plan() -> Plan:
 
 def _config_plan(path: Path, transport: str) -> tuple[Plan, str, int]:
     from labkit.config import load_config
+    from labkit.stores import speaks_two_step
+    from labkit.stores.sweeper import PendingSweeper
 
     config = load_config(path)
     settings = config.settings
     # notes_export needs its consent page, and the page needs principals who can sign in.
     consent_authenticator = config.authenticator() if config.has_tokens() else None
     consent = config.consent_service() if consent_authenticator is not None else None
+    notes, replay = config.open_stores()
     plan = Plan(
-        server=config.build_server(consent=consent),
+        server=config.build_server(consent=consent, stores=(notes, replay)),
         stdio_principal=config.stdio_principal() if transport == "stdio" else None,
         authenticator=config.authenticator() if transport == "http" else None,
         sandbox_mode=settings.server.sandbox,
@@ -270,6 +276,7 @@ def _config_plan(path: Path, transport: str) -> tuple[Plan, str, int]:
         consent_authenticator=consent_authenticator,
         public_url=settings.http.public_url,
         legacy_limits=settings.legacy.limits(),
+        sweeper=PendingSweeper(notes, replay) if speaks_two_step(notes, replay) else None,
     )
     stores = settings.stores
     if stores.notes == stores.replay == stores.consent == "memory":
@@ -306,6 +313,20 @@ def _own_origins(host: str, port: int) -> tuple[str, ...]:
         for name in _own_host_names(host)
         for scheme in ("http", "https")
     )
+
+
+@contextmanager
+def _sweeping(plan: Plan) -> Iterator[None]:
+    """The background sweep of pending claims for the duration. Started after the sandbox:
+    Landlock restricts only the threads started after it."""
+    if plan.sweeper is None:
+        yield
+        return
+    plan.sweeper.start()
+    try:
+        yield
+    finally:
+        plan.sweeper.stop()
 
 
 @contextmanager
@@ -373,7 +394,7 @@ def _serve_stdio(plan: Plan, principal: str) -> int:
     # A stray print() anywhere would corrupt the protocol stream: send it to stderr instead.
     sys.stdout = sys.stderr
     try:
-        with _consent_listener(plan, consent_sock), _signals(transport.stop):
+        with _consent_listener(plan, consent_sock), _sweeping(plan), _signals(transport.stop):
             transport.serve(stdin, stdout)
     finally:
         sys.stdout = real_stdout
@@ -493,7 +514,7 @@ def _serve_http(plan: Plan) -> int:
         log.info("serving MCP over Streamable HTTP at http://%s:%d/mcp", shown, bound_port)
         # uvicorn catches SIGINT/SIGTERM itself, shuts down gracefully, restores these handlers
         # and re-raises the signal into them: they only need to not kill the process.
-        with _signals(lambda: None):
+        with _sweeping(plan), _signals(lambda: None):
             server.run(sockets=[sock])
     log.info("stopped")
     return EXIT_OK
