@@ -378,7 +378,7 @@ def _serve_stdio(plan: Plan, principal: str) -> int:
     consent_sock = None
     if plan.consent is not None and plan.consent_authenticator is not None:
         try:
-            consent_sock = _bind(DEFAULT_HOST, 0)
+            consent_sock = _bind(DEFAULT_HOST, 0, plan.connection_limits)
         except OSError as exc:
             print(f"labkit serve: cannot listen for the consent page: {exc}", file=sys.stderr)
             return EXIT_ENVIRONMENT
@@ -437,13 +437,16 @@ def _consent_listener(plan: Plan, sock: socket.socket | None) -> Iterator[None]:
         sock.close()
 
 
-def _bind(host: str, port: int) -> socket.socket:
+def _bind(host: str, port: int, limits: ConnectionLimits) -> socket.socket:
+    from labkit.transports.connections import defer_accept
+
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets whose proto says TCP;
     # without it every response waits on the client's delayed ACK (about 40 ms).
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        defer_accept(sock, limits)
         sock.bind((host.strip("[]"), port))
         sock.listen(2048)
     except OSError:
@@ -463,7 +466,7 @@ def _serve_http(plan: Plan) -> int:
 
     assert plan.authenticator is not None
     try:
-        sock = _bind(plan.host, plan.port)
+        sock = _bind(plan.host, plan.port, plan.connection_limits)
     except OSError as exc:
         print(
             f"labkit serve: cannot listen on {plan.host}:{plan.port}: {exc.strerror}",

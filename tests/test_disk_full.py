@@ -177,7 +177,9 @@ def split(
 
 def pending_claims(replay_db: Path) -> int:
     with sqlite3.connect(f"file:{replay_db}?mode=ro", uri=True) as conn:
-        return int(conn.execute("SELECT count(*) FROM claims WHERE attempt IS NOT NULL").fetchone()[0])
+        return int(
+            conn.execute("SELECT count(*) FROM claims WHERE attempt IS NOT NULL").fetchone()[0]
+        )
 
 
 def test_claims_left_by_a_full_disk_never_wedge_and_are_swept_once_space_returns(
