@@ -30,10 +30,16 @@ AUTH = {"authorization": f"Bearer {TOKEN}", "content-type": "application/json"}
 
 
 def write_config(
-    directory: Path, notes: str, replay: str, workspace: str, schema: str, stores: str = ""
+    directory: Path,
+    notes: str,
+    replay: str,
+    workspace: str,
+    schema: str,
+    stores: str = "",
+    sandbox: str = "off",
 ) -> Path:
     """alice (and bob, on the same workspace) on these stores; `stores` adds `[stores]`
-    settings (the replay bounds)."""
+    settings (the replay bounds); `sandbox` is the server's sandbox mode."""
     keys = directory / "keys"
     keys.mkdir(exist_ok=True)
     key = keys / "current.key"
@@ -44,7 +50,7 @@ def write_config(
         f"""
 [server]
 signing_key_files = ["keys/current.key"]
-sandbox = "off"
+sandbox = "{sandbox}"
 state_dir = "{directory / "state"}"
 
 [stores]

@@ -169,7 +169,11 @@ def split(
             (disk / "notes" / f"{i}.md").write_text(f"# Report {i}\n")
         notes, workspace = f"filesystem://{disk / 'intents.db'}", f"file://{disk / 'notes'}"
     bounds = f"replay_capacity = {BOUND}\nreplay_per_principal = {BOUND}"
-    config = write_config(tmp_path, notes, f"sqlite://{replay_db}", workspace, "x", bounds)
+    # Confined: the background sweep runs in a thread started after the sandbox, and must
+    # still reach both stores.
+    config = write_config(
+        tmp_path, notes, f"sqlite://{replay_db}", workspace, "x", bounds, sandbox="required"
+    )
     server = Served(config, tmp_path / "server.log")
     yield server, workspace, replay_db
     server.stop()
@@ -226,3 +230,4 @@ def test_claims_left_by_a_full_disk_never_wedge_and_are_swept_once_space_returns
         assert retry(BOUND, "accept") == "deleted"
         assert outcome(served.post(http, bob_decline, BOB_TOKEN)) == "declined"
     assert "Too many pending" not in served.log()
+    assert "sandbox applied (mode required" in served.log()
