@@ -272,7 +272,9 @@ def test_a_failed_replay_closes_the_notes_database(tmp_path: Path) -> None:
 # -- the backend table is the whole truth ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("notes", ["sqlite:///x/n.db", "postgresql://u@h/d", "filesystem:///x/j.db"])
+@pytest.mark.parametrize(
+    "notes", ["sqlite:///x/n.db", "postgresql://u@h/d", "filesystem:///x/j.db"]
+)
 def test_persistent_notes_beside_memory_claims_are_refused_naming_the_safe_layouts(
     notes: str,
 ) -> None:

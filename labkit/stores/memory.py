@@ -158,29 +158,31 @@ class MemoryReplayStore:
         self._lock = threading.Lock()
 
     def claim(self, principal: str, nonce: str, expires_at: float) -> Claim:
-        key = (principal, nonce)
         with self._lock:
-            self._prune(self._clock())
-            if key in self._expiry or key in self._pending:
-                return Claim.USED
-            if len(self._expiry) >= self.capacity or self._owned[principal] >= self.per_principal:
-                return Claim.FULL
-            self._expiry[key] = expires_at
-            self._owned[principal] += 1
-            heapq.heappush(self._heap, (expires_at, principal, nonce))
-            return Claim.CLAIMED
+            return self._claim(principal, nonce, expires_at)
 
     def claim_pending(self, ticket: Ticket) -> Claim | Ticket:
         key = (ticket.principal, ticket.nonce)
-        with self._lock:
+        with self._lock:  # one step: another attempt sees the claim pending, never half-made
             pending = self._pending.get(key)
             if pending is not None:
                 return pending
-        claim = self.claim(ticket.principal, ticket.nonce, ticket.expires_at)
-        if claim is Claim.CLAIMED:
-            with self._lock:
+            claim = self._claim(ticket.principal, ticket.nonce, ticket.expires_at)
+            if claim is Claim.CLAIMED:
                 self._pending[key] = ticket
-        return claim
+            return claim
+
+    def _claim(self, principal: str, nonce: str, expires_at: float) -> Claim:
+        key = (principal, nonce)
+        self._prune(self._clock())
+        if key in self._expiry or key in self._pending:
+            return Claim.USED
+        if len(self._expiry) >= self.capacity or self._owned[principal] >= self.per_principal:
+            return Claim.FULL
+        self._expiry[key] = expires_at
+        self._owned[principal] += 1
+        heapq.heappush(self._heap, (expires_at, principal, nonce))
+        return Claim.CLAIMED
 
     def settle(self, ticket: Ticket, deleted: bool) -> bool:
         key = (ticket.principal, ticket.nonce)

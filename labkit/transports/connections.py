@@ -57,9 +57,6 @@ log = logging.getLogger("labkit.transports.connections")
 RESERVED_DESCRIPTORS: Final = 128
 # How long a connection that arrived at the cap may stay silent before it is refused.
 HOLD_SECONDS: Final = 0.5
-# Refusals at the head size cap and the connection cap: a line per limit per minute at most,
-# with the count (an attack must not turn into a flood of log lines).
-REFUSALS: Final = RefusalLog(log)
 
 _SERVICE_UNAVAILABLE: Final = (
     b"HTTP/1.1 503 Service Unavailable\r\n"
@@ -108,6 +105,9 @@ class _Admission:
         self.receiving: dict[GuardedProtocol, None] = {}
         self.held: dict[GuardedProtocol, None] = {}
         self._timer: asyncio.TimerHandle | None = None
+        # Refusals at the head size cap and the connection cap: a line per limit per minute
+        # at most, with the count (an attack must not turn into a flood of log lines).
+        self.refusals = RefusalLog(log)
 
     def arrive(self, new: GuardedProtocol) -> bool:
         """Whether `new` is admitted now; if not, it is held until it speaks (`speak`)."""
@@ -137,7 +137,7 @@ class _Admission:
             return False
         self.forget(victim)
         victim.make_room()
-        REFUSALS.refused(
+        self.refusals.refused(
             "max_connections",
             f"connection cap reached ({self.max_connections} open): closed connections that "
             "held no admitted request (or a stalled body, answered 503) for clients that sent "
@@ -182,7 +182,7 @@ class _Admission:
     def _refuse(self, protocol: GuardedProtocol, why: str) -> None:
         self.held.pop(protocol, None)
         protocol.refuse()
-        REFUSALS.refused(
+        self.refusals.refused(
             "max_connections",
             f"connection cap reached ({self.max_connections} open): refused a new connection "
             f"before it was admitted ({why})",
@@ -411,7 +411,7 @@ class GuardedProtocol(HttpToolsProtocol):
     def _refuse_head(self) -> None:
         self._refused = True
         self._head_done()
-        REFUSALS.refused(
+        self.admission.refusals.refused(
             "max_head_bytes", f"a request head over {self.limits.max_head_bytes} bytes (431)"
         )
         self.transport.write(_HEAD_TOO_LARGE)

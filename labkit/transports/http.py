@@ -1,6 +1,6 @@
 """Streamable HTTP at 2026-07-28: one POST endpoint around `Server.handle`.
 
-Owns: DNS-rebinding protection (Host and Origin), bearer authentication, the body size limit
+Owns: the Origin check, bearer authentication, the body size limit
 and the per-request timeout (the body is read by `limits.read_body`, as the consent page's
 is), the routing-header checks, and the mapping of JSON-RPC outcomes to
 HTTP statuses (`labkit.errors.http_status`). Stateless: `Mcp-Session-Id` and `Last-Event-ID`
@@ -14,8 +14,10 @@ status. A client that goes away mid-stream ends the wait (the thread finishes on
 
 The endpoint is a plain ASGI callable, and `create_app`'s app is the endpoint itself: a request
 for its path is served directly, with one pass over the headers (decoding only those it
-reads), one loop timer for the body deadline and one core call; no request object, router or
-middleware stack is built. Starlette serves everything else (the consent page, 404s).
+reads, and applying the rules of `labkit.transports.guard`: one copy of each singleton header,
+a Host of this server's), one loop timer for the body deadline and one core call; no request
+object, router or middleware stack is built. Starlette serves everything else (the consent
+page, 404s), behind `guard.Guarded`.
 
 With `legacy` (a `LegacyHttp`), 2025-11-25 clients are served on the same endpoint: a request
 whose `MCP-Protocol-Version` is not 2026-07-28 and that is an `initialize` or carries an
