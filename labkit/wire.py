@@ -85,12 +85,13 @@ _LONG_DIGITS_TEXT: Final = re.compile(r"[0-9]{19}")
 
 def decode(raw: bytes | str) -> Any:
     """Parse one JSON text under the rule above, or raise ProtocolError(-32700)."""
-    if isinstance(raw, str):
-        exact_only = _LONG_DIGITS_TEXT.search(raw) is not None
-        openers = raw.count("[") + raw.count("{")
-    else:
+    if type(raw) is bytes:
         exact_only = _LONG_RUN in raw.translate(_DIGITS_ONLY)
-        openers = raw.count(b"[") + raw.count(b"{")
+    elif isinstance(raw, str):
+        exact_only = _LONG_DIGITS_TEXT.search(raw) is not None
+    else:
+        raw = bytes(raw)
+        exact_only = _LONG_RUN in raw.translate(_DIGITS_ONLY)
     try:
         if exact_only:
             value = _decode_exact(raw)
@@ -99,16 +100,20 @@ def decode(raw: bytes | str) -> Any:
                 value = orjson.loads(raw)
             except orjson.JSONDecodeError:
                 value = _decode_exact(raw)  # lone surrogate escapes (anything else fails)
-        # Fewer brackets than the limit cannot nest past it: the walk is for the rare rest.
-        if openers > MAX_JSON_DEPTH and _deeper_than(value, MAX_JSON_DEPTH):
+        # Each level takes two characters: a shorter text cannot nest past the limit, so the
+        # usual request is not looked at again.
+        if len(raw) > _SHALLOW_BELOW and _deeper_than(value, MAX_JSON_DEPTH):
             raise ValueError("nested too deep")
     except (ValueError, RecursionError):
         raise ProtocolError(PARSE_ERROR, PARSE_ERROR_MESSAGE) from None
     return value
 
 
+_SHALLOW_BELOW: Final = 2 * MAX_JSON_DEPTH + 1
+
+
 def _decode_exact(raw: bytes | str) -> Any:
-    text = raw if isinstance(raw, str) else bytes(raw).decode("utf-8")  # strict: no UTF-16/32
+    text = raw if isinstance(raw, str) else raw.decode("utf-8")  # strict: no UTF-16/32
     return _DECODER.decode(text)
 
 
@@ -117,9 +122,9 @@ def _deeper_than(value: Any, limit: int) -> bool:
     stack = [(value, 1)] if isinstance(value, dict | list) else []
     while stack:
         item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item
         if depth > limit:
             return True
+        children = item.values() if isinstance(item, dict) else item
         stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
     return False
 
