@@ -51,8 +51,10 @@ RequestId = str | int
 # orjson reads the common case; the standard library, held to the same rule, reads what
 # orjson cannot: integers outside [-2**63, 2**64) (orjson would return a rounded float), and
 # lone surrogate escapes. Its recursion stops near 1,000 levels minus the caller's stack, so
-# the depth limit sits well below it, and orjson's own (1,024) does not decide.
-MAX_JSON_DEPTH: Final = 512
+# the depth limit sits below it (with room for a deep caller), and orjson's own (1,024) does
+# not decide. A text shorter than twice the limit cannot reach it: the usual request (a retry
+# with its state is about 1 KB) is never walked or even counted again.
+MAX_JSON_DEPTH: Final = 768
 
 PARSE_ERROR_MESSAGE: Final = "Parse error: the body is not valid JSON"
 
@@ -75,41 +77,57 @@ _ASCII_ENCODER = json.JSONEncoder(separators=(",", ":"))
 
 
 # Every integer orjson would round has at least 19 digits: a text holding a run of 19 digits
-# goes to the stdlib decoder. For bytes, every digit is mapped to b"0" and every other byte to
-# a space, then the run is a substring search: two C passes, several times cheaper than the
-# regular expression.
-_DIGITS_ONLY: Final = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
+# goes to the stdlib decoder. For bytes, every digit is mapped to b"0", every "[" and "{" to
+# b"(" and every other byte to a space; then the run is a substring search (two C passes,
+# several times cheaper than the regular expression), and the same bytes count the arrays and
+# objects a long text opens.
+_CLASSES: Final = bytes(
+    0x30 if 0x30 <= byte <= 0x39 else 0x28 if byte in b"[{" else 0x20 for byte in range(256)
+)
 _LONG_RUN: Final = b"0" * 19
 _LONG_DIGITS_TEXT: Final = re.compile(r"[0-9]{19}")
+# Each level of nesting takes two characters: a shorter text cannot nest past the limit.
+_SHALLOW_BELOW: Final = 2 * MAX_JSON_DEPTH + 1
 
 
 def decode(raw: bytes | str) -> Any:
     """Parse one JSON text under the rule above, or raise ProtocolError(-32700)."""
-    if type(raw) is bytes:
-        exact_only = _LONG_RUN in raw.translate(_DIGITS_ONLY)
-    elif isinstance(raw, str):
-        exact_only = _LONG_DIGITS_TEXT.search(raw) is not None
-    else:
-        raw = bytes(raw)
-        exact_only = _LONG_RUN in raw.translate(_DIGITS_ONLY)
     try:
-        if exact_only:
-            value = _decode_exact(raw)
-        else:
-            try:
-                value = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                value = _decode_exact(raw)  # lone surrogate escapes (anything else fails)
-        # Each level takes two characters: a shorter text cannot nest past the limit, so the
-        # usual request is not looked at again.
-        if len(raw) > _SHALLOW_BELOW and _deeper_than(value, MAX_JSON_DEPTH):
-            raise ValueError("nested too deep")
+        if type(raw) is bytes:
+            return _decode_bytes(raw, raw.translate(_CLASSES))
+        if isinstance(raw, str):
+            return _decode_text(raw)
+        data = bytes(raw)
+        return _decode_bytes(data, data.translate(_CLASSES))
     except (ValueError, RecursionError):
         raise ProtocolError(PARSE_ERROR, PARSE_ERROR_MESSAGE) from None
+
+
+def _decode_bytes(raw: bytes, classes: bytes) -> Any:
+    if _LONG_RUN in classes:
+        value = _decode_exact(raw)
+    else:
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            value = _decode_exact(raw)  # lone surrogate escapes (anything else fails)
+    # Fewer openers than the limit cannot nest past it: only the rare rest is walked.
+    if len(raw) >= _SHALLOW_BELOW and classes.count(b"(") > MAX_JSON_DEPTH:
+        _check_depth(value)
     return value
 
 
-_SHALLOW_BELOW: Final = 2 * MAX_JSON_DEPTH + 1
+def _decode_text(raw: str) -> Any:
+    if _LONG_DIGITS_TEXT.search(raw) is not None:
+        value = _decode_exact(raw)
+    else:
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            value = _decode_exact(raw)
+    if len(raw) >= _SHALLOW_BELOW and raw.count("[") + raw.count("{") > MAX_JSON_DEPTH:
+        _check_depth(value)
+    return value
 
 
 def _decode_exact(raw: bytes | str) -> Any:
@@ -117,16 +135,16 @@ def _decode_exact(raw: bytes | str) -> Any:
     return _DECODER.decode(text)
 
 
-def _deeper_than(value: Any, limit: int) -> bool:
-    """Whether arrays and objects nest more than `limit` deep in `value` (iteratively)."""
+def _check_depth(value: Any) -> None:
+    """Raise ValueError if arrays and objects nest more than MAX_JSON_DEPTH deep in
+    `value` (walked iteratively)."""
     stack = [(value, 1)] if isinstance(value, dict | list) else []
     while stack:
         item, depth = stack.pop()
-        if depth > limit:
-            return True
+        if depth > MAX_JSON_DEPTH:
+            raise ValueError("nested too deep")
         children = item.values() if isinstance(item, dict) else item
         stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return False
 
 
 def encode(message: Any) -> bytes:
