@@ -481,13 +481,19 @@ class SqliteStore(ThreadConnections[sqlite3.Connection]):
         ).rowcount
         if inserted != 1:
             return Claim.USED
-        # Only live claims count: an expired one (a pending claim not yet resolved, whatever
-        # its holder) never refuses anybody.
+        # Only live claims count: an expired one never refuses anybody. The settled ones went
+        # above; an expired pending one (not yet resolved, whatever its holder) stays until
+        # it is settled, and is subtracted, read from the small index of pending claims (a
+        # whole-table count is far cheaper than a range over every live claim).
         now = self._clock()
         owned, total = conn.execute(
-            "SELECT (SELECT count(*) FROM claims WHERE principal = ? AND expires_at > ?),"
-            " (SELECT count(*) FROM claims WHERE expires_at > ?)",
-            (principal, now, now),
+            "SELECT (SELECT count(*) FROM claims WHERE principal = ?)"
+            " - (SELECT count(*) FROM claims INDEXED BY claims_pending"
+            "    WHERE principal = ? AND attempt IS NOT NULL AND expires_at <= ?),"
+            " (SELECT count(*) FROM claims)"
+            " - (SELECT count(*) FROM claims INDEXED BY claims_pending"
+            "    WHERE attempt IS NOT NULL AND expires_at <= ?)",
+            (principal, principal, now, now),
         ).fetchone()
         # Counted with the new row, hence ">": the same limits as MemoryReplayStore's ">=".
         if total > self.capacity or owned > self.per_principal:
