@@ -145,6 +145,7 @@ class Parked:
     re-check) until `go()`; its outcome, or what it raised, once it ends."""
 
     def __init__(self, pair: Pair, holder: ClaimHolder, note: Note) -> None:
+        self.note = note
         self.arrived = threading.Event()
         self._go = threading.Event()
         self.outcome: tuple[Deletion, Note | None] | BaseException | None = None
@@ -173,6 +174,27 @@ class Parked:
         return self.outcome
 
 
+def wait_while_it_goes_on(
+    pair: Pair, instance: str, note: Note, parked: Parked
+) -> tuple[Deletion, Note | None]:
+    """What a deletion of `note` by `instance` answers when it meets the parked attempt's
+    claim, waits for it, and the parked attempt then goes on (and deletes its note)."""
+    waiting = threading.Event()
+    patient = pair.holder(instance, wait=WAIT, waiting=waiting)
+    answers: list[tuple[Deletion, Note | None]] = []
+    waiter = threading.Thread(
+        target=lambda: answers.append(
+            commit_deletion(pair.notes, pair.replay, confirmation(note), patient)
+        )
+    )
+    waiter.start()
+    assert waiting.wait(WAIT), "it never waited"
+    assert parked.go() == (Deletion.DELETED, parked.note)
+    waiter.join(WAIT)
+    (answer,) = answers
+    return answer
+
+
 def pending_attempts(pair: Pair) -> list[str]:
     return [t.attempt for t in pair.pending.pending_claims()]
 
@@ -195,19 +217,8 @@ def test_a_parked_attempt_is_waited_for_and_another_accept_answers_what_happened
     assert pending_attempts(pair) == [attempt]  # not fenced, not settled
     assert pair.notes.get(note.id) == note
     # A patient one waits for the parked attempt, which then deletes; both tell the truth.
-    waiting = threading.Event()
-    patient = pair.holder(second, wait=WAIT, waiting=waiting)
-    answers: list[tuple[Deletion, Note | None]] = []
-    waiter = threading.Thread(
-        target=lambda: answers.append(
-            commit_deletion(pair.notes, pair.replay, confirmation(note), patient)
-        )
-    )
-    waiter.start()
-    assert waiting.wait(WAIT)
-    assert parked.go() == (Deletion.DELETED, note)
-    waiter.join(WAIT)
-    assert answers == [(Deletion.DELETED, None)]  # the same confirmation: deleted, not "used"
+    answer = wait_while_it_goes_on(pair, second, note, parked)
+    assert answer == (Deletion.DELETED, None)  # the same confirmation: deleted, not "used"
     assert pair.notes.get(note.id) is None
     assert pair.pending.claim_state("alice", "nonce-1") == Completed(note.id)
     assert pending_attempts(pair) == []
@@ -218,19 +229,7 @@ def test_an_accept_of_the_same_state_for_another_note_is_used_once_the_first_del
 ) -> None:
     note, other = pair.add("a"), pair.add("b")
     parked = Parked(pair, pair.holder("instance-A"), note)
-    answers: list[tuple[Deletion, Note | None]] = []
-    waiting = threading.Event()
-    patient = pair.holder("instance-B", wait=WAIT, waiting=waiting)
-    waiter = threading.Thread(
-        target=lambda: answers.append(
-            commit_deletion(pair.notes, pair.replay, confirmation(other), patient)
-        )
-    )
-    waiter.start()
-    assert waiting.wait(WAIT)
-    assert parked.go() == (Deletion.DELETED, note)
-    waiter.join(WAIT)
-    assert answers == [(Deletion.USED, None)]
+    assert wait_while_it_goes_on(pair, "instance-B", other, parked) == (Deletion.USED, None)
     assert pair.notes.get(other.id) == other
 
 
