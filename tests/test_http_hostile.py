@@ -1,7 +1,10 @@
 """Hostile clients against a real `labkit serve` process on loopback: the consent page's body
-deadline and connection accounting, the stdio server's consent listener under the HTTP
-connection layer, a refused body whose client is still sending, the listening address as an
-allowed Origin, and the README's table of HTTP limits.
+deadline and connection accounting, slow clients reconnecting at the connection cap under
+`prlimit --nofile=256` (another principal's requests all answered), the stdio server's consent
+listener under the HTTP connection layer, headers sent twice and foreign Hosts on every route,
+refusals at a limit counted rather than logged one line each, a refused body whose client is
+still sending, the listening address as an allowed Origin, and the README's table of HTTP
+limits.
 
 Every client is bounded (sockets, bytes, `WAIT` seconds); descriptors are counted in
 /proc/PID/fd and memory read from /proc/PID/status of the server process. "Served in time"
