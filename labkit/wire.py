@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from typing import Any, Final
 
 import orjson
@@ -85,54 +84,45 @@ _CLASSES: Final = bytes(
     0x30 if 0x30 <= byte <= 0x39 else 0x28 if byte in b"[{" else 0x20 for byte in range(256)
 )
 _LONG_RUN: Final = b"0" * 19
-_LONG_DIGITS_TEXT: Final = re.compile(r"[0-9]{19}")
 # Each level of nesting takes two characters: a shorter text cannot nest past the limit.
 _SHALLOW_BELOW: Final = 2 * MAX_JSON_DEPTH + 1
 
 
 def decode(raw: bytes | str) -> Any:
     """Parse one JSON text under the rule above, or raise ProtocolError(-32700)."""
+    if type(raw) is bytes:
+        classes = raw.translate(_CLASSES)
+        if len(raw) < _SHALLOW_BELOW and _LONG_RUN not in classes:
+            # The usual request: short (it cannot nest past the limit) and without a long
+            # digit run, so orjson's answer is the rule's.
+            try:
+                return orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                pass  # lone surrogate escapes, or no JSON at all: the general path says
+    else:
+        try:
+            raw = raw.encode("utf-8") if isinstance(raw, str) else bytes(raw)
+        except UnicodeEncodeError:  # a lone surrogate character: not text
+            raise ProtocolError(PARSE_ERROR, PARSE_ERROR_MESSAGE) from None
+        return decode(raw)
     try:
-        if type(raw) is bytes:
-            return _decode_bytes(raw, raw.translate(_CLASSES))
-        if isinstance(raw, str):
-            return _decode_text(raw)
-        data = bytes(raw)
-        return _decode_bytes(data, data.translate(_CLASSES))
+        if _LONG_RUN in classes:
+            value = _decode_exact(raw)
+        else:
+            try:
+                value = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                value = _decode_exact(raw)  # lone surrogate escapes (anything else fails)
+        # Fewer openers than the limit cannot nest past it: only the rare rest is walked.
+        if len(raw) >= _SHALLOW_BELOW and classes.count(b"(") > MAX_JSON_DEPTH:
+            _check_depth(value)
+        return value
     except (ValueError, RecursionError):
         raise ProtocolError(PARSE_ERROR, PARSE_ERROR_MESSAGE) from None
 
 
-def _decode_bytes(raw: bytes, classes: bytes) -> Any:
-    if _LONG_RUN in classes:
-        value = _decode_exact(raw)
-    else:
-        try:
-            value = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            value = _decode_exact(raw)  # lone surrogate escapes (anything else fails)
-    # Fewer openers than the limit cannot nest past it: only the rare rest is walked.
-    if len(raw) >= _SHALLOW_BELOW and classes.count(b"(") > MAX_JSON_DEPTH:
-        _check_depth(value)
-    return value
-
-
-def _decode_text(raw: str) -> Any:
-    if _LONG_DIGITS_TEXT.search(raw) is not None:
-        value = _decode_exact(raw)
-    else:
-        try:
-            value = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            value = _decode_exact(raw)
-    if len(raw) >= _SHALLOW_BELOW and raw.count("[") + raw.count("{") > MAX_JSON_DEPTH:
-        _check_depth(value)
-    return value
-
-
-def _decode_exact(raw: bytes | str) -> Any:
-    text = raw if isinstance(raw, str) else raw.decode("utf-8")  # strict: no UTF-16/32
-    return _DECODER.decode(text)
+def _decode_exact(raw: bytes) -> Any:
+    return _DECODER.decode(raw.decode("utf-8"))  # strict: no UTF-16/32, no encoded surrogate
 
 
 def _check_depth(value: Any) -> None:
