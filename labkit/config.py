@@ -324,10 +324,15 @@ class Config:
         return tuple(dict.fromkeys(paths))
 
     def build_server(
-        self, *, clock: Clock = system_clock, consent: ConsentService | None = None
+        self,
+        *,
+        clock: Clock = system_clock,
+        consent: ConsentService | None = None,
+        stores: tuple[NoteStore, ReplayStore] | None = None,
     ) -> Server:
-        """The configured server; with `consent`, `notes_export` too."""
-        notes, replay = self.open_stores(clock=clock)
+        """The configured server, on `stores` (default: `open_stores`); with `consent`,
+        `notes_export` too."""
+        notes, replay = stores if stores is not None else self.open_stores(clock=clock)
         server = self.settings.server
         return create_server(
             keys=self.key_ring(),

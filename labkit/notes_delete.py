@@ -19,6 +19,7 @@ import orjson
 from labkit import forms
 from labkit.errors import INVALID_PARAMS, MISSING_CAPABILITY, SERVER_BUSY, ProtocolError
 from labkit.messages import ACTIONS
+from labkit.refusals import RefusalLog
 from labkit.scope import (
     Authorizer,
     Path,
@@ -32,10 +33,12 @@ from labkit.scope import (
 from labkit.server import Request
 from labkit.state import Binding, InvalidState, StateSigner, digest
 from labkit.stores import (
+    HOLDER,
     Claim,
+    ClaimHolder,
+    ClaimInProgress,
     Confirmation,
     Deletion,
-    FaultLog,
     Note,
     NoteStore,
     ReplayStore,
@@ -60,14 +63,24 @@ STORE_UNAVAILABLE_ERROR: Final = (
     "The note store is unavailable for now (its disk or database failed); try the same "
     "request again shortly: it completes, or reports what happened."
 )
-# One log line per store condition while it lasts, shared by the tools of this process.
-STORE_FAULTS: Final = FaultLog()
+IN_PROGRESS_ERROR: Final = (
+    "This confirmation is being carried out by another request right now; this one did "
+    "nothing. Send the same request again shortly: it reports what happened."
+)
+FULL_ERROR: Final = (
+    "Too many pending confirmations for this principal; nothing was done. "
+    "Try again once earlier confirmations expire."
+)
+# Refusals at the replay store's bounds: counted, a line per minute at most.
+REFUSALS: Final = RefusalLog(log)
 
 
 def store_error(exc: StoreError) -> ProtocolError:
     """The -32001 a store failure answers (HTTP 503 with Retry-After): never an internal
-    error, an empty result or a replay. The cause goes to the log, once per condition."""
-    STORE_FAULTS.failed(exc)
+    error, an empty result or a replay. The store logged its condition (`stores.FAULTS`)."""
+    if isinstance(exc, ClaimInProgress):
+        log.info("%s", exc)
+        return ProtocolError(SERVER_BUSY, IN_PROGRESS_ERROR)
     message = STORE_BUSY_ERROR if isinstance(exc, StoreBusy) else STORE_UNAVAILABLE_ERROR
     return ProtocolError(SERVER_BUSY, message)
 
@@ -203,6 +216,7 @@ class NotesDelete:
         signer: StateSigner,
         nonce_source: Callable[[], bytes] = lambda: secrets.token_bytes(16),
         max_candidates: int = MAX_CANDIDATES,
+        holder: ClaimHolder = HOLDER,
     ) -> None:
         self.notes = notes
         self.replay = replay
@@ -210,6 +224,7 @@ class NotesDelete:
         self.signer = signer
         self.nonce_source = nonce_source
         self.max_candidates = max_candidates
+        self.holder = holder
 
     def descriptor(self) -> dict[str, Any]:
         result: dict[str, Any] = orjson.loads(_DESCRIPTOR)
@@ -244,7 +259,6 @@ class NotesDelete:
             # request may be sent again: the busy error, not an internal one (which would
             # read as a bug), not "no note found" and not a replay refusal.
             raise store_error(exc) from None
-        STORE_FAULTS.succeeded()
         return result
 
     def _arguments(self, arguments: dict[str, Any]) -> tuple[Path, str]:
@@ -350,7 +364,9 @@ class NotesDelete:
     def _refuse_if_used(self, retry: _Retry) -> None:
         # Cancel and a missing answer claim nothing, so look first: a state already used
         # (declined or deleted) is over, and must not be re-asked or reported as answerable.
-        if self.replay.used(retry.binding.principal, retry.nonce):
+        # A deletion of this state still in progress is waited for (or recovered when its
+        # holder is gone): a cancel is honoured once its claim is released, never "used".
+        if self.holder.used(self.notes, self.replay, retry.binding.principal, retry.nonce):
             self._refuse_claim(retry.binding.principal, full=False)
 
     def _on_missing(self, retry: _Retry) -> dict[str, Any]:
@@ -397,6 +413,7 @@ class NotesDelete:
                 note_id=note_id,
                 recheck=functools.partial(self._recheck, retry, note_id),
             ),
+            self.holder,
         )
         return _ON_DELETION[outcome](self, retry, note_id, note)
 
@@ -410,9 +427,10 @@ class NotesDelete:
         )
 
     def _deleted(self, retry: _Retry, note_id: str, note: Note | None) -> dict[str, Any]:
-        assert note is not None  # commit_deletion returns the deleted record with DELETED
+        # No record: another request carrying out this same confirmation deleted the note.
+        what = note_id if note is None else f"{note_id} ({note.title!r})"
         return _complete(
-            f"Deleted {note_id} ({note.title!r}) from {retry.ws_uri}.",
+            f"Deleted {what} from {retry.ws_uri}.",
             {"deleted": True, "status": "deleted", "noteId": note_id},
         )
 
@@ -431,18 +449,15 @@ class NotesDelete:
         self._refuse_claim(retry.binding.principal, full=True)
 
     def _consume(self, principal: str, nonce: str, expires_at: float) -> None:
-        claim = self.replay.claim(principal, nonce, expires_at + self.signer.skew_seconds)
+        expiry = expires_at + self.signer.skew_seconds
+        claim = self.holder.claim(self.notes, self.replay, principal, nonce, expiry)
         if claim is not Claim.CLAIMED:
             self._refuse_claim(principal, claim is Claim.FULL)
 
     def _refuse_claim(self, principal: str, full: bool) -> NoReturn:
         if full:
-            log.warning("replay store full for %r", principal)
-            raise ProtocolError(
-                SERVER_BUSY,
-                "Too many pending confirmations for this principal; nothing was done. "
-                "Try again once earlier confirmations expire.",
-            )
+            REFUSALS.refused("the replay store's bounds", f"replay store full for {principal!r}")
+            raise ProtocolError(SERVER_BUSY, FULL_ERROR)
         log.warning("requestState replayed by %r", principal)
         raise ProtocolError(INVALID_PARAMS, STATE_ERROR)
 

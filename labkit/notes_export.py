@@ -25,15 +25,15 @@ import orjson
 from labkit.errors import INTERNAL_ERROR, INVALID_PARAMS, SERVER_BUSY, ProtocolError
 from labkit.notes_delete import (
     OUTSIDE_ERROR,
+    REFUSALS,
     STATE_ERROR,
-    STORE_FAULTS,
     parse_workspace,
     store_error,
 )
 from labkit.scope import Authorizer, authorize, format_file_uri
 from labkit.server import Request
 from labkit.state import Binding, InvalidState, StateSigner, digest
-from labkit.stores import Claim, Note, NoteStore, ReplayStore, StoreError
+from labkit.stores import HOLDER, Claim, Note, NoteStore, ReplayStore, StoreError
 from labkit.url_mode import ConsentService, require_url_elicitation, url_elicitation
 
 log = logging.getLogger("labkit.notes_export")
@@ -153,7 +153,6 @@ class NotesExport:
             # A note, replay or consent store that failed (a full disk, no descriptors, a
             # locked database): -32001, never -32603 with a traceback or an empty export.
             raise store_error(exc) from None
-        STORE_FAULTS.succeeded()
         return result
 
     def _call(self, request: Request, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -286,13 +285,15 @@ class NotesExport:
         )
 
     def _claim(self, principal: str, nonce: str, expires_at: float) -> None:
-        claim = self.replay.claim(principal, nonce, expires_at + self.signer.skew_seconds)
+        expiry = expires_at + self.signer.skew_seconds
+        # A full store first recovers claims whose holder is gone (HOLDER.claim).
+        claim = HOLDER.claim(self.notes, self.replay, principal, nonce, expiry)
         if claim is not Claim.CLAIMED:
             self._refuse(principal, full=claim is Claim.FULL)
 
     def _refuse(self, principal: str, full: bool) -> NoReturn:
         if full:
-            log.warning("replay store full for %r", principal)
+            REFUSALS.refused("the replay store's bounds", f"replay store full for {principal!r}")
             raise ProtocolError(SERVER_BUSY, "Too many pending requests for this principal")
         log.warning("requestState replayed by %r", principal)
         raise ProtocolError(INVALID_PARAMS, STATE_ERROR)

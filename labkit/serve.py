@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from labkit.legacy import LegacyLimits
     from labkit.sandbox import Mode as SandboxMode
     from labkit.server import Server
+    from labkit.stores.sweeper import PendingSweeper
     from labkit.url_mode import ConsentService
 
 log = logging.getLogger("labkit.serve")
@@ -149,6 +150,8 @@ class Plan:
     public_url: str | None = None
     # 2025-11-25 sessions ([legacy]); None: labkit.legacy's defaults.
     legacy_limits: LegacyLimits | None = None
+    # The background sweep of pending claims, for stores that take two steps to delete.
+    sweeper: PendingSweeper | None = None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -248,14 +251,17 @@ def _conformance_plan() -> Plan:
 
 def _config_plan(path: Path, transport: str) -> tuple[Plan, str, int]:
     from labkit.config import load_config
+    from labkit.stores import speaks_two_step
+    from labkit.stores.sweeper import PendingSweeper
 
     config = load_config(path)
     settings = config.settings
     # notes_export needs its consent page, and the page needs principals who can sign in.
     consent_authenticator = config.authenticator() if config.has_tokens() else None
     consent = config.consent_service() if consent_authenticator is not None else None
+    notes, replay = config.open_stores()
     plan = Plan(
-        server=config.build_server(consent=consent),
+        server=config.build_server(consent=consent, stores=(notes, replay)),
         stdio_principal=config.stdio_principal() if transport == "stdio" else None,
         authenticator=config.authenticator() if transport == "http" else None,
         sandbox_mode=settings.server.sandbox,
@@ -269,6 +275,7 @@ def _config_plan(path: Path, transport: str) -> tuple[Plan, str, int]:
         consent_authenticator=consent_authenticator,
         public_url=settings.http.public_url,
         legacy_limits=settings.legacy.limits(),
+        sweeper=PendingSweeper(notes, replay) if speaks_two_step(notes, replay) else None,
     )
     stores = settings.stores
     if stores.notes == stores.replay == stores.consent == "memory":
@@ -305,6 +312,20 @@ def _own_origins(host: str, port: int) -> tuple[str, ...]:
         for name in _own_host_names(host)
         for scheme in ("http", "https")
     )
+
+
+@contextmanager
+def _sweeping(plan: Plan) -> Iterator[None]:
+    """The background sweep of pending claims for the duration. Started after the sandbox:
+    Landlock restricts only the threads started after it."""
+    if plan.sweeper is None:
+        yield
+        return
+    plan.sweeper.start()
+    try:
+        yield
+    finally:
+        plan.sweeper.stop()
 
 
 @contextmanager
@@ -356,7 +377,7 @@ def _serve_stdio(plan: Plan, principal: str) -> int:
     consent_sock = None
     if plan.consent is not None and plan.consent_authenticator is not None:
         try:
-            consent_sock = _bind(DEFAULT_HOST, 0)
+            consent_sock = _bind(DEFAULT_HOST, 0, plan.connection_limits)
         except OSError as exc:
             print(f"labkit serve: cannot listen for the consent page: {exc}", file=sys.stderr)
             return EXIT_ENVIRONMENT
@@ -372,7 +393,7 @@ def _serve_stdio(plan: Plan, principal: str) -> int:
     # A stray print() anywhere would corrupt the protocol stream: send it to stderr instead.
     sys.stdout = sys.stderr
     try:
-        with _consent_listener(plan, consent_sock), _signals(transport.stop):
+        with _consent_listener(plan, consent_sock), _sweeping(plan), _signals(transport.stop):
             transport.serve(stdin, stdout)
     finally:
         sys.stdout = real_stdout
@@ -415,13 +436,16 @@ def _consent_listener(plan: Plan, sock: socket.socket | None) -> Iterator[None]:
         sock.close()
 
 
-def _bind(host: str, port: int) -> socket.socket:
+def _bind(host: str, port: int, limits: ConnectionLimits) -> socket.socket:
+    from labkit.transports.connections import defer_accept
+
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets whose proto says TCP;
     # without it every response waits on the client's delayed ACK (about 40 ms).
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        defer_accept(sock, limits)
         sock.bind((host.strip("[]"), port))
         sock.listen(2048)
     except OSError:
@@ -441,7 +465,7 @@ def _serve_http(plan: Plan) -> int:
 
     assert plan.authenticator is not None
     try:
-        sock = _bind(plan.host, plan.port)
+        sock = _bind(plan.host, plan.port, plan.connection_limits)
     except OSError as exc:
         print(
             f"labkit serve: cannot listen on {plan.host}:{plan.port}: {exc.strerror}",
@@ -492,7 +516,7 @@ def _serve_http(plan: Plan) -> int:
         log.info("serving MCP over Streamable HTTP at http://%s:%d/mcp", shown, bound_port)
         # uvicorn catches SIGINT/SIGTERM itself, shuts down gracefully, restores these handlers
         # and re-raises the signal into them: they only need to not kill the process.
-        with _signals(lambda: None):
+        with _sweeping(plan), _signals(lambda: None):
             server.run(sockets=[sock])
     log.info("stopped")
     return EXIT_OK

@@ -26,7 +26,7 @@ from typing import Any, Final
 
 from labkit.clock import Clock, system_clock
 from labkit.errors import MISSING_CAPABILITY, SERVER_BUSY, ProtocolError
-from labkit.state import KeyRing
+from labkit.state import CLOCK_SKEW_SECONDS, KeyRing
 from labkit.stores import StoreBusy
 from labkit.stores.consent import ConsentLink, ConsentStore, Grant, decide_grant
 
@@ -37,6 +37,9 @@ CONNECT_PATH: Final = f"/connect/{REPORT_SERVICE}/"
 # Shorter than a requestState (300 s), so an expired link is replaced while the state lives.
 DEFAULT_LINK_TTL_SECONDS: Final = 240.0
 DEFAULT_CREDENTIAL_TTL_SECONDS: Final = 30 * 86_400.0
+# How long the revoke form of one view of the grants page stays valid (each view has its own
+# token: one copied from a page seen earlier stops working).
+REVOKE_FORM_TTL_SECONDS: Final = 3600.0
 
 
 def has_url_elicitation(capabilities: dict[str, Any]) -> bool:
@@ -180,16 +183,25 @@ class ConsentService:
         self.store.revoke_link(link_id)
 
     def revoke_token(self, principal: str) -> str:
-        """The anti-forgery token of the page that revokes `principal`'s grants."""
+        """The anti-forgery token of one view of the page that revokes `principal`'s grants:
+        `<key id>.<view>.<issued>.<mac>`, a random view id and the time it was shown, bound to
+        the principal, valid for `REVOKE_FORM_TTL_SECONDS`. Every view gets a new one."""
         kid, secret = self.keys.sealing
-        return f"{kid}.{_form_mac(secret, '', principal, purpose=b'revoke')}"
+        view = f"{secrets.token_hex(16)}.{int(self.clock())}"
+        return f"{kid}.{view}.{_form_mac(secret, view, principal, purpose=b'revoke')}"
 
     def revoke_token_valid(self, token: str, principal: str) -> bool:
-        kid, _, mac = token.partition(".")
+        parts = token.split(".")
+        if len(parts) != 4 or not parts[2].isdigit():
+            return False
+        kid, view_id, issued, mac = parts
         secret = self.keys.get(kid)
         if secret is None:
             return False
-        expected = _form_mac(secret, "", principal, purpose=b"revoke")
+        age = self.clock() - int(issued)
+        if not -CLOCK_SKEW_SECONDS <= age <= REVOKE_FORM_TTL_SECONDS:
+            return False
+        expected = _form_mac(secret, f"{view_id}.{issued}", principal, purpose=b"revoke")
         return hmac.compare_digest(mac.encode(), expected.encode())
 
     def grants(self, principal: str) -> Sequence[tuple[str, float]]:

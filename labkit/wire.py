@@ -8,7 +8,7 @@ Pure module: bytes or objects in, objects out. Imports only `labkit.errors`.
 from __future__ import annotations
 
 import json
-import re
+import math
 from typing import Any, Final
 
 import orjson
@@ -40,47 +40,101 @@ LOG_LEVELS: Final = (
 RequestId = str | int
 
 
+# One rule for every JSON text a transport receives, whichever parser reads it:
+# - UTF-8 only (RFC 8259 section 8.1): UTF-16 or UTF-32 text, invalid UTF-8 (an encoded
+#   surrogate, a stray byte) and a byte order mark are -32700;
+# - nesting at most MAX_JSON_DEPTH arrays and objects deep;
+# - numbers finite (a float past the double range such as 1e400 is refused, NaN and Infinity
+#   are not JSON) and integers exact at any size up to Python's 4,300-digit limit;
+# - `\ud800` escapes (legal JSON, not Unicode) are kept.
+# orjson reads the common case; the standard library, held to the same rule, reads what
+# orjson cannot: integers outside [-2**63, 2**64) (orjson would return a rounded float), and
+# lone surrogate escapes. Its recursion stops near 1,000 levels minus the caller's stack, so
+# the depth limit sits below it (with room for a deep caller), and orjson's own (1,024) does
+# not decide. A text shorter than twice the limit cannot reach it: the usual request (a retry
+# with its state is about 1 KB) is never walked or even counted again.
+MAX_JSON_DEPTH: Final = 768
+
+PARSE_ERROR_MESSAGE: Final = "Parse error: the body is not valid JSON"
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (math.inf, -math.inf):
+        raise ValueError("number out of range")
+    return value
+
+
 # The stdlib coders, built once (`json.loads`/`json.dumps` with options build a new coder on
-# every call). orjson does the common case; these take what it refuses but JSON allows.
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+# every call).
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
 _ASCII_ENCODER = json.JSONEncoder(separators=(",", ":"))
 
 
-# orjson reads an integer outside [-2**63, 2**64) as a float, so an id of 2**70 would come back
-# rounded and no longer an integer. Every such integer has at least 19 digits: a text holding a
-# run of 19 digits goes to the stdlib decoder, which keeps integers exact at any size.
-# For bytes, every digit is mapped to b"0" and every other byte to a space, then the run is a
-# substring search: two C passes, several times cheaper than the regular expression.
-_DIGITS_ONLY: Final = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
+# Every integer orjson would round has at least 19 digits: a text holding a run of 19 digits
+# goes to the stdlib decoder. For bytes, every digit is mapped to b"0", every "[" and "{" to
+# b"(" and every other byte to a space; then the run is a substring search (two C passes,
+# several times cheaper than the regular expression), and the same bytes count the arrays and
+# objects a long text opens.
+_CLASSES: Final = bytes(
+    0x30 if 0x30 <= byte <= 0x39 else 0x28 if byte in b"[{" else 0x20 for byte in range(256)
+)
 _LONG_RUN: Final = b"0" * 19
-_LONG_DIGITS_TEXT: Final = re.compile(r"[0-9]{19}")
+# Each level of nesting takes two characters: a shorter text cannot nest past the limit.
+_SHALLOW_BELOW: Final = 2 * MAX_JSON_DEPTH + 1
 
 
 def decode(raw: bytes | str) -> Any:
-    """Parse one JSON text, or raise ProtocolError(-32700). NaN and Infinity are not JSON.
-    Integers come back exact whatever their size."""
+    """Parse one JSON text under the rule above, or raise ProtocolError(-32700)."""
     if type(raw) is bytes:
-        exact_only = _LONG_RUN in raw.translate(_DIGITS_ONLY)
-    elif isinstance(raw, str):
-        exact_only = _LONG_DIGITS_TEXT.search(raw) is not None
+        classes = raw.translate(_CLASSES)
+        if len(raw) < _SHALLOW_BELOW and _LONG_RUN not in classes:
+            # The usual request: short (it cannot nest past the limit) and without a long
+            # digit run, so orjson's answer is the rule's.
+            try:
+                return orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                pass  # lone surrogate escapes, or no JSON at all: the general path says
     else:
-        exact_only = _LONG_RUN in raw.translate(_DIGITS_ONLY)
-    if not exact_only:
         try:
-            return orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            pass  # lone surrogate escapes, UTF-16 or UTF-32 text
+            raw = raw.encode("utf-8") if isinstance(raw, str) else bytes(raw)
+        except UnicodeEncodeError:  # a lone surrogate character: not text
+            raise ProtocolError(PARSE_ERROR, PARSE_ERROR_MESSAGE) from None
+        return decode(raw)
     try:
-        if not isinstance(raw, str):
-            # What json.loads does with bytes: UTF-8, -16 or -32, by the first bytes.
-            raw = raw.decode(json.detect_encoding(raw), "surrogatepass")
-        return _DECODER.decode(raw)
+        if _LONG_RUN in classes:
+            value = _decode_exact(raw)
+        else:
+            try:
+                value = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                value = _decode_exact(raw)  # lone surrogate escapes (anything else fails)
+        # Fewer openers than the limit cannot nest past it: only the rare rest is walked.
+        if len(raw) >= _SHALLOW_BELOW and classes.count(b"(") > MAX_JSON_DEPTH:
+            _check_depth(value)
+        return value
     except (ValueError, RecursionError):
-        raise ProtocolError(PARSE_ERROR, "Parse error: the body is not valid JSON") from None
+        raise ProtocolError(PARSE_ERROR, PARSE_ERROR_MESSAGE) from None
+
+
+def _decode_exact(raw: bytes) -> Any:
+    return _DECODER.decode(raw.decode("utf-8"))  # strict: no UTF-16/32, no encoded surrogate
+
+
+def _check_depth(value: Any) -> None:
+    """Raise ValueError if arrays and objects nest more than MAX_JSON_DEPTH deep in
+    `value` (walked iteratively)."""
+    stack = [(value, 1)] if isinstance(value, dict | list) else []
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise ValueError("nested too deep")
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
 
 
 def encode(message: Any) -> bytes:
@@ -132,6 +186,4 @@ def error_response(request_id: RequestId | None, error: ProtocolError) -> dict[s
 
 def parse_error_response() -> dict[str, Any]:
     """What a transport answers to text that is not JSON: -32700 with `id: null`."""
-    return error_response(
-        None, ProtocolError(PARSE_ERROR, "Parse error: the body is not valid JSON")
-    )
+    return error_response(None, ProtocolError(PARSE_ERROR, PARSE_ERROR_MESSAGE))

@@ -25,10 +25,21 @@ from test_http import routing_headers
 from labkit.auth import hash_token
 
 TOKEN = "alice-crash-harness-token"
+BOB_TOKEN = "bob-crash-harness-token"
 AUTH = {"authorization": f"Bearer {TOKEN}", "content-type": "application/json"}
 
 
-def write_config(directory: Path, notes: str, replay: str, workspace: str, schema: str) -> Path:
+def write_config(
+    directory: Path,
+    notes: str,
+    replay: str,
+    workspace: str,
+    schema: str,
+    stores: str = "",
+    sandbox: str = "off",
+) -> Path:
+    """alice (and bob, on the same workspace) on these stores; `stores` adds `[stores]`
+    settings (the replay bounds); `sandbox` is the server's sandbox mode."""
     keys = directory / "keys"
     keys.mkdir(exist_ok=True)
     key = keys / "current.key"
@@ -39,17 +50,23 @@ def write_config(directory: Path, notes: str, replay: str, workspace: str, schem
         f"""
 [server]
 signing_key_files = ["keys/current.key"]
-sandbox = "off"
+sandbox = "{sandbox}"
 state_dir = "{directory / "state"}"
 
 [stores]
 notes = "{notes}"
 replay = "{replay}"
 schema = "{schema}"
+{stores}
 
 [[principals]]
 name = "alice"
 token_sha256 = "{hash_token(TOKEN)}"
+workspaces = ["{workspace}"]
+
+[[principals]]
+name = "bob"
+token_sha256 = "{hash_token(BOB_TOKEN)}"
 workspaces = ["{workspace}"]
 """
     )
@@ -107,8 +124,10 @@ class Served:
             except subprocess.TimeoutExpired:
                 self.kill()
 
-    def post(self, http: httpx.Client, message: dict[str, Any]) -> httpx.Response:
-        headers = {**AUTH, **routing_headers(message)}
+    def post(
+        self, http: httpx.Client, message: dict[str, Any], token: str = TOKEN
+    ) -> httpx.Response:
+        headers = {**AUTH, "authorization": f"Bearer {token}", **routing_headers(message)}
         return http.post(self.url, content=json.dumps(message).encode(), headers=headers)
 
 
@@ -116,9 +135,12 @@ def arguments(workspace: str, title: str) -> dict[str, str]:
     return {"workspaceUri": workspace, "title": title}
 
 
-def ask(served: Served, http: httpx.Client, workspace: str, title: str) -> tuple[str, str]:
+def ask(
+    served: Served, http: httpx.Client, workspace: str, title: str, token: str = TOKEN
+) -> tuple[str, str]:
     """Round one for the one note titled `title`: (its id, the signed state)."""
-    response = served.post(http, call_message(1, arguments=arguments(workspace, title)))
+    message = call_message(1, arguments=arguments(workspace, title))
+    response = served.post(http, message, token)
     result = response.json()["result"]
     (choice,) = result["inputRequests"]["delete_choice"]["params"]["requestedSchema"]["properties"][
         "note_id"
@@ -139,11 +161,17 @@ def retry_message(workspace: str, title: str, state: str, note_id: str, action: 
 
 
 def outcome(response: httpx.Response) -> str:
-    """ "deleted", "declined", "stale", "used" (the state was used before) or "busy"."""
+    """ "deleted", "declined", "cancelled", "stale", "used" (the state was used before),
+    "in progress" (another request carries out the same confirmation), "full" (the replay
+    store's bounds) or "busy" (the store failed: try again)."""
     body = response.json()
     if "error" in body:
-        code = body["error"]["code"]
-        if code == -32602 and "already used" in body["error"]["message"]:
+        code, message = body["error"]["code"], body["error"]["message"]
+        if code == -32602 and "already used" in message:
             return "used"
-        return "busy" if code == -32001 else f"error {body['error']}"
+        if code == -32001:
+            if "carried out by another request" in message:
+                return "in progress"
+            return "full" if "Too many pending" in message else "busy"
+        return f"error {body['error']}"
     return str(body["result"]["structuredContent"]["status"])

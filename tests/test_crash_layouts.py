@@ -25,6 +25,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -320,6 +321,92 @@ def random_kills(
         ), (note_title, answer)
     print(f"{layout.name}: {cut} retries cut off by a random kill, each re-sent")
     return flows
+
+
+# -- concurrent requests of one state: nothing wedges, every answer is the truth -------------
+
+STATES = 30
+ACCEPTS = 3
+
+
+@contextmanager
+def serving(layout: Layout, tmp_path: Path) -> Iterator[Served]:
+    """A started server on the layout, stopped at the end."""
+    config = write_config(
+        tmp_path, layout.notes_spec, layout.replay_spec, layout.workspace, layout.schema
+    )
+    served = Served(config, tmp_path / "server.log")
+    served.start()
+    try:
+        yield served
+    finally:
+        served.stop()
+
+
+def test_concurrent_accepts_of_one_state_delete_once_and_all_tell_the_truth(
+    layout: Layout, tmp_path: Path
+) -> None:
+    ids: dict[str, str] = {}
+    violations: list[tuple[str, list[str], bool]] = []
+    with (
+        serving(layout, tmp_path) as served,
+        httpx.Client(timeout=60) as http,
+        ThreadPoolExecutor(CLIENTS * 2) as pool,
+    ):
+        for i in range(STATES):
+            note_id, state = ask(served, http, layout.workspace, title(i))
+            ids[title(i)] = note_id
+            message = retry_message(layout.workspace, title(i), state, note_id, "accept")
+            # The same accept sent ACCEPTS times at once, as a client retrying on a timeout or
+            # a double click would.
+            sent = [pool.submit(served.post, http, message) for _ in range(ACCEPTS)]
+            answers = sorted(outcome(f.result()) for f in sent)
+            gone = title(i) not in layout.present()
+            # Every answer is "deleted" (this request, or one it waited for, deleted the note)
+            # or "used" (it came once the deletion was over); never "used" for a deletion that
+            # did not happen, never a refusal that wedges the state.
+            if not gone or "deleted" not in answers or set(answers) - {"deleted", "used"}:
+                violations.append((title(i), answers, gone))
+            assert outcome(served.post(http, message)) == "used"
+        log = served.log()
+    check_invariants(layout, ids)
+    assert violations == []
+    assert "holder gone" not in log  # no claim of a live attempt was ever recovered
+    print(f"{layout.name}: {STATES} states x {ACCEPTS} concurrent accepts, 0 violations")
+
+
+def test_a_parked_accept_is_waited_for_never_recovered_and_its_state_answers_the_truth(
+    layout: Layout, tmp_path: Path
+) -> None:
+    with (
+        serving(layout, tmp_path) as served,
+        httpx.Client(timeout=60) as http,
+        ThreadPoolExecutor(4) as pool,
+    ):
+        note_id, state = ask(served, http, layout.workspace, title(0))
+        messages = {
+            action: retry_message(layout.workspace, title(0), state, note_id, action)
+            for action in ("accept", "decline", "cancel")
+        }
+        with layout.lock_notes():
+            # Parked between its claim and its deletion: the notes are write-locked.
+            first = pool.submit(served.post, http, messages["accept"])
+            wait_for(lambda: len(pending(layout)) == 1, "the pending claim")
+            (parked,) = pending(layout)
+            # The same state meanwhile: another accept, a decline, a cancel. Each waits for
+            # the live holder, then says "in progress": none takes its claim.
+            others = {a: pool.submit(served.post, http, m) for a, m in messages.items()}
+            answers = {a: outcome(f.result()) for a, f in others.items()}
+            assert answers == dict.fromkeys(messages, "in progress"), answers
+            assert pending(layout) == [parked]
+            assert title(0) in layout.present()
+        assert outcome(first.result()) == "deleted"
+        assert title(0) not in layout.present()
+        for action, message in messages.items():
+            assert outcome(served.post(http, message)) == "used", action
+        log = served.log()
+    check_invariants(layout, {title(0): note_id})
+    assert "holder gone" not in log
 
 
 def test_a_layout_that_cannot_recover_is_refused_at_start_naming_the_safe_ones(

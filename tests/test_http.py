@@ -240,6 +240,16 @@ def test_body_that_is_not_json_is_parse_error_with_null_id(http: httpx.Client, u
     }
 
 
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-32", "utf-8-sig"])
+def test_a_body_that_is_not_utf8_is_a_parse_error(
+    http: httpx.Client, url: str, encoding: str
+) -> None:
+    message = request(1, "server/discover")
+    headers = {"content-type": "application/json", **ALICE, **routing_headers(message)}
+    response = http.post(url, content=json.dumps(message).encode(encoding), headers=headers)
+    assert rpc(response, "not UTF-8", 400)["error"]["code"] == -32700
+
+
 @pytest.mark.parametrize(
     ("message", "code", "status"),
     [

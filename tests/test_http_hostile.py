@@ -1,7 +1,10 @@
 """Hostile clients against a real `labkit serve` process on loopback: the consent page's body
-deadline and connection accounting, the stdio server's consent listener under the HTTP
-connection layer, a refused body whose client is still sending, the listening address as an
-allowed Origin, and the table of HTTP limits in docs/serving.md.
+deadline and connection accounting, slow clients reconnecting at the connection cap under
+`prlimit --nofile=256` (another principal's requests all answered), the stdio server's consent
+listener under the HTTP connection layer, headers sent twice and foreign Hosts on every route,
+refusals at a limit counted rather than logged one line each, a refused body whose client is
+still sending, the listening address as an allowed Origin, and the table of HTTP limits in
+docs/serving.md.
 
 Every client is bounded (sockets, bytes, `WAIT` seconds); descriptors are counted in
 /proc/PID/fd and memory read from /proc/PID/status of the server process. "Served in time"
@@ -216,22 +219,36 @@ def slow_consent_post(address: tuple[str, int], path: str) -> socket.socket:
 
 
 WATCHER = """
-import json, sys, time
+import base64, itertools, json, sys, time
 import httpx
-host, port, token = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-body = json.loads(sys.argv[4])
-headers = {"authorization": "Bearer " + token, "content-type": "application/json",
-           "mcp-protocol-version": "2026-07-28", "mcp-method": "server/discover"}
+host, port, token, principal = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+kinds = sys.argv[5].split(",")
+meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}}
+basic = "Basic " + base64.b64encode(f"{principal}:{token}".encode()).decode()
+def mcp(method):
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"_meta": meta}}
+    headers = {"authorization": "Bearer " + token, "mcp-protocol-version": "2026-07-28",
+               "mcp-method": method}
+    return lambda http: http.post(f"http://{host}:{port}/mcp", json=body, headers=headers)
+requests = {
+    "discover": mcp("server/discover"),
+    "list": mcp("tools/list"),
+    "page": lambda http: http.get(f"http://{host}:{port}/connect/report-service/",
+                                  headers={"authorization": basic}),
+}
 slowest, served, failures = 0.0, 0, []
-while not sys.stdin.readline().startswith("stop"):
+for kind in itertools.cycle(kinds):
+    if sys.stdin.readline().startswith("stop"):
+        break
     started = time.monotonic()
     try:
         with httpx.Client(timeout=30) as http:  # a new connection for every request
-            status = http.post(f"http://{host}:{port}/mcp", json=body, headers=headers).status_code
+            status = requests[kind](http).status_code
         if status != 200:
-            failures.append(f"status {status}")
+            failures.append(f"{kind}: status {status}")
     except httpx.HTTPError as exc:
-        failures.append(repr(exc))
+        failures.append(f"{kind}: {exc!r}")
     slowest = max(slowest, time.monotonic() - started)
     served += 1
 print(json.dumps({"slowest": slowest, "served": served, "failures": failures}), flush=True)
@@ -241,12 +258,14 @@ print(json.dumps({"slowest": slowest, "served": served, "failures": failures}), 
 class Watch:
     """Another principal's requests, each on a new connection, one after the other, while an
     attack goes on: the slowest answer and every failure. The client runs in a process of
-    its own, so that the attacking threads of this one cannot delay it."""
+    its own, so that the attacking threads of this one cannot delay it. `kinds` cycle:
+    discover (`server/discover`), list (`tools/list`), page (the consent page's grants)."""
 
-    def __init__(self, address: tuple[str, int], token: str) -> None:
-        body = json.dumps(request(1, "server/discover"))
+    def __init__(
+        self, address: tuple[str, int], token: str, principal: str = "bob", kinds: str = "discover"
+    ) -> None:
         self._proc = subprocess.Popen(
-            [sys.executable, "-c", WATCHER, *map(str, address), token, body],
+            [sys.executable, "-c", WATCHER, *map(str, address), token, principal, kinds],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -277,6 +296,57 @@ class Watch:
             found["served"],
             found["failures"],
         )
+
+
+CHURNER = """
+import json, select, socket, sys, time
+host, port, clients, rate = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+slow = b"POST /mcp HTTP/1.1\\r\\nHost: " + host.encode() + b"\\r\\n"  # half a head, no token
+open_, opened = {}, 0
+while not select.select([sys.stdin], [], [], 0)[0]:
+    tick = time.monotonic() + 0.1
+    # Every tenth of a second, the closed ones open again back to back (rate/10 at most).
+    for _ in range(min(clients - len(open_), int(rate / 10))):
+        try:
+            sock = socket.create_connection((host, port), timeout=5)
+            sock.sendall(slow)
+        except OSError:
+            continue
+        opened += 1
+        open_[sock.fileno()] = sock
+    while (left := tick - time.monotonic()) > 0:
+        for sock in select.select(list(open_.values()), [], [], left)[0]:
+            try:
+                closed = sock.recv(65536) == b""
+            except OSError:
+                closed = True
+            if closed:
+                del open_[sock.fileno()]
+                sock.close()
+print(json.dumps({"opened": opened}), flush=True)
+"""
+
+
+class Churn:
+    """`clients` slow connections (half a request head, no token) from a process of their
+    own; those the server closed are opened again every tenth of a second, back to back, at
+    most `rate` a second."""
+
+    def __init__(self, address: tuple[str, int], clients: int, rate: float) -> None:
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", CHURNER, *map(str, address), str(clients), str(rate)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.opened = 0
+
+    def __enter__(self) -> Churn:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        report, _ = self._proc.communicate("stop\n", timeout=WAIT * 2)
+        self.opened = json.loads(report)["opened"]
 
 
 class Peak:
@@ -370,7 +440,9 @@ def test_slow_consent_posts_past_the_descriptor_budget_lock_nobody_out(tmp_path:
         f"{statuses.count(0)}, 408 {statuses.count(408)}; bob served {watch.served}, "
         f"slowest {watch.slowest:.2f}s"
     )
-    assert set(statuses) <= {0, 408}, sorted(set(statuses))
+    # Every attacker's request was admitted (its head was complete), so every one is answered:
+    # 408 at its body deadline, or 503 when it made room for another client.
+    assert set(statuses) <= {408, 503}, sorted(set(statuses))
     assert statuses.count(408) > 0, "no attacker lasted until the body deadline"
     assert after <= before + 4, (before, after)
     assert watch.served > 0 and not watch.failures, watch.failures
@@ -389,6 +461,33 @@ def test_a_consent_form_over_its_cap_is_413_before_it_is_read(tmp_path: Path) ->
             )
             status, page = read_response(sock)
     assert status == 413 and b"Content Too Large" in page
+
+
+def test_reconnecting_slow_clients_at_the_cap_never_cost_another_principal_an_answer(
+    tmp_path: Path,
+) -> None:
+    # 240 slow clients against 64 connections under 256 descriptors, opening again at once
+    # whenever they are closed, about 1,000 a second: bob's listings and consent pages (each
+    # on a new connection) are all answered, and nothing is closed without an answer.
+    with serve_http(tmp_path, "max_connections = 64", nofile=256) as served:
+        with httpx.Client(timeout=WAIT) as http:  # warmed up: its worker threads exist
+            assert post_discover(http, served.address, BOB_TOKEN).status_code == 200
+        before = served.descriptors()
+        with Churn(served.address, 240, 1000.0) as churn, Peak(served) as peak:
+            select.select([], [], [], 1.0)  # the attack is under way
+            with Watch(served.address, BOB_TOKEN, kinds="list,page") as watch:
+                select.select([], [], [], 8.0)
+        after = settled_descriptors(served, before + 4)
+        log = served.log()
+    print(
+        f"churn: {churn.opened} connections opened; descriptors before {before}, peak "
+        f"{peak.most}, after {after}; bob served {watch.served}, slowest {watch.slowest:.2f}s"
+    )
+    assert churn.opened > 240 * 4, "the slow clients were not closed and reopened"
+    assert watch.served >= 40 and not watch.failures, watch.failures
+    assert peak.most < 256
+    assert after <= before + 4, (before, after)
+    assert "connection cap reached" in log
 
 
 # -- 4. the stdio server's consent listener -----------------------------------------------------
@@ -448,8 +547,8 @@ def test_a_stdio_server_with_few_descriptors_survives_more_idle_sockets_than_it_
     with serve_stdio(tmp_path, "head_timeout_seconds = 30", nofile=256) as served:
         before = served.descriptors()
         with ExitStack() as stack:
-            for _ in range(320):
-                stack.enter_context(connect(served.address))
+            for _ in range(320):  # half a head each (a silent socket is never even accepted)
+                stack.enter_context(connect(served.address)).sendall(b"GET / HTTP/1.1\r\n")
             answer = stdio_discover(served)
             with httpx.Client(timeout=WAIT) as http:
                 page = http.get(
@@ -458,10 +557,98 @@ def test_a_stdio_server_with_few_descriptors_survives_more_idle_sockets_than_it_
                 )
             during = served.descriptors()
         log = served.log()
-    print(f"descriptors: before {before}, during 320 idle sockets {during}")
+    print(f"descriptors: before {before}, during 320 half-sent heads {during}")
     assert answer["id"] == 7 and "result" in answer, answer
     assert page.status_code == 404, page.text
     assert "connection cap reached" in log
+
+
+# -- one copy of each header a route reads, and the Host checked before any route ------------
+
+ROUTES = [
+    "POST /mcp",
+    "GET /connect/report-service/",  # the consent page's grants
+    "GET /connect/report-service",  # Starlette's trailing-slash redirect
+    "GET /nowhere",  # a 404
+]
+
+
+def raw_request(address: tuple[str, int], head: str) -> tuple[int, bytes]:
+    """Send one request head (and an empty body) on a new connection: (status, the whole
+    response, head and body)."""
+    with connect(address) as sock:
+        sock.sendall(head.encode() + b"Content-Length: 0\r\n\r\n")
+        data = b""
+        while True:
+            top, _, body = data.partition(b"\r\n\r\n")
+            length = re.search(rb"content-length: (\d+)", top, re.IGNORECASE)
+            if length is not None and len(body) >= int(length.group(1)):
+                break
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    return int(data.split(b" ", 2)[1]), data
+
+
+def head_of(route: str, port: int, host: str | None = None, extra: str = "") -> str:
+    host = host if host is not None else f"127.0.0.1:{port}"
+    return f"{route} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {BOB_TOKEN}\r\n{extra}"
+
+
+def check_every_route(address: tuple[str, int], routes: list[str]) -> None:
+    port = address[1]
+    twice = {
+        "host": f"Host: 127.0.0.1:{port}\r\n",
+        "authorization": f"Authorization: Bearer {BOB_TOKEN}\r\n",
+        "content-type": "Content-Type: application/json\r\nContent-Type: text/plain\r\n",
+        "origin": f"Origin: http://127.0.0.1:{port}\r\nOrigin: http://evil.example\r\n",
+    }
+    for route in routes:
+        for name, extra in twice.items():
+            status, text = raw_request(address, head_of(route, port, extra=extra))
+            assert status == 400, (route, name, text)
+            assert f"more than one {name} header".encode() in text, text
+        # A Host that is not this server's: 421 before any route, the redirect included.
+        status, text = raw_request(address, head_of(route, port, host="evil.example"))
+        assert status == 421 and b"location" not in text.lower(), (route, text)
+    status, text = raw_request(address, head_of("GET /connect/report-service", port))
+    assert status == 307 and f"location: http://127.0.0.1:{port}/".encode() in text.lower()
+
+
+def test_singleton_headers_and_the_host_are_checked_on_every_route_of_labkit_serve(
+    tmp_path: Path,
+) -> None:
+    with serve_http(tmp_path) as served:
+        check_every_route(served.address, ROUTES)
+
+
+def test_singleton_headers_and_the_host_are_checked_on_the_stdio_consent_listener(
+    tmp_path: Path,
+) -> None:
+    with serve_stdio(tmp_path) as served:
+        check_every_route(served.address, ROUTES[1:])
+
+
+def test_requests_refused_at_a_limit_are_counted_not_logged_one_line_each(tmp_path: Path) -> None:
+    with serve_http(tmp_path, "max_body_bytes = 1024\nmax_head_bytes = 4096") as served:
+        port = served.port
+        big = head_of("POST /mcp", port, extra="Content-Type: application/json\r\n")
+        long_head = head_of("GET /nowhere", port, extra=f"X-Pad: {'a' * 5000}\r\n")
+        for _ in range(30):
+            with connect(served.address) as sock:
+                sock.sendall(f"{big}Content-Length: 5000\r\n\r\n".encode())
+                assert read_response(sock)[0] == 413
+            with connect(served.address) as sock:
+                sock.sendall(long_head.encode())
+                assert read_response(sock)[0] == 431
+            assert (
+                raw_request(served.address, head_of("GET /", port, host="evil.example"))[0] == 421
+            )
+        log = served.log()
+    for limit in ("max_body_bytes", "max_head_bytes", "the Host check"):
+        found = [line for line in log.splitlines() if f"refused at {limit}:" in line]
+        assert len(found) == 1 and "(1 refused)" in found[0], (limit, log)
 
 
 # -- 12. a refused body whose client is still sending -------------------------------------------
@@ -627,6 +814,8 @@ def test_at_the_cap_the_stalest_body_makes_room_and_a_request_in_progress_is_kep
                 select.select([], [], [], 0.2)  # the first is the stalest
             with httpx.Client(timeout=WAIT) as http:
                 assert post_discover(http, address).status_code == 200
+            # Admitted, so answered before it is closed: 503, try again.
+            assert read_response(stalled[0])[0] == 503
             assert closed_by_server(stalled[0]), "the stalest body was not closed"
             stalling.release.set()
             status, answer = read_response(working)

@@ -6,7 +6,7 @@ idles after a response is closed once the head deadline passes; a slow *body* is
 it; a head over `max_head_bytes` gets 431 (or a closed connection) while the server's memory
 stays flat; at the connection cap the oldest idle connection makes room and a log line says
 so; and `labkit serve` under `prlimit --nofile` serves normal requests again after an
-attacker opened more idle sockets than it has descriptors.
+attacker opened more sockets, each sending half a head, than it has descriptors.
 
 Waits are bounded (`WAIT` seconds at most) and never asserted on as speeds.
 """
@@ -339,9 +339,10 @@ def test_a_server_with_few_descriptors_recovers_from_more_idle_sockets_than_it_h
         assert found is not None, "".join(lines)
         address = ("127.0.0.1", int(found.group(1)))
         with ExitStack() as stack:
-            # The attacker: more idle sockets than the server has descriptors, none sending.
+            # The attacker: more sockets than the server has descriptors, each sending half a
+            # head (a silent one is never even accepted: TCP_DEFER_ACCEPT).
             for _ in range(DESCRIPTORS + 64):
-                stack.enter_context(connect(address))
+                stack.enter_context(connect(address)).sendall(b"GET / HTTP/1.1\r\n")
             ok = _served_within(address, WAIT)
         assert ok, "no normal request was served after the attack"
     finally:

@@ -57,6 +57,7 @@ from labkit.transports.consent_page import ConsentPage
 from labkit.transports.http import create_app
 from labkit.url_mode import (
     CONNECT_PATH,
+    REVOKE_FORM_TTL_SECONDS,
     ConsentService,
     has_url_elicitation,
     require_url_elicitation,
@@ -540,6 +541,37 @@ def test_unknown_link_forged_token_and_foreign_origin_are_refused(served: Served
     assert served.lab.consent.credential("alice", NOTES["workspaceUri"]) is None
     # The real token still works afterwards: nothing above used the link up.
     assert approve(served, url, token=real).status_code == 200
+
+
+def test_the_revoke_token_is_bound_to_one_page_view_and_expires(served: Served) -> None:
+    url, _ = url_entry(export(served.lab, 1))
+    shown = served.http.get(url, headers=ALICE_BASIC)
+    assert approve(served, url, token=form_token(shown.text)).status_code == 200
+    grants = served.base + CONNECT_PATH
+
+    def view() -> str:
+        return form_token(served.http.get(grants, headers=ALICE_BASIC).text)
+
+    def revoke(token: str) -> httpx.Response:
+        return served.http.post(
+            grants,
+            headers={**ALICE_BASIC, "content-type": "application/x-www-form-urlencoded"},
+            content=f"form_token={token}&workspace=file%3A%2F%2F%2Fwork%2Fnotes".encode(),
+        )
+
+    first, second = view(), view()
+    assert first != second  # every view of the page has its own token
+    consent = served.lab.consent
+    assert consent.revoke_token_valid(first, "alice") and consent.revoke_token_valid(
+        second, "alice"
+    )
+    assert not consent.revoke_token_valid(first, "mallory")
+    assert not consent.revoke_token_valid(first.replace(".", ".1", 1), "alice")
+    served.lab.clock.advance(REVOKE_FORM_TTL_SECONDS + 1)
+    assert revoke(first).status_code == 403  # a page seen too long ago revokes nothing
+    assert consent.credential("alice", NOTES["workspaceUri"]) is not None
+    revoked = revoke(view())
+    assert revoked.status_code == 200 and "was revoked" in revoked.text
 
 
 def test_deny_on_the_page_withdraws_the_link(served: Served) -> None:

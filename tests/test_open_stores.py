@@ -14,7 +14,17 @@ from store_backends import require_postgres, unique_schema
 from labkit.clock import FakeClock
 from labkit.stores import Claim, Confirmation, Deletion, commit_deletion
 from labkit.stores.memory import MemoryNoteStore, MemoryReplayStore
-from labkit.stores.open import StoreOpenError, open_stores, spec_file
+from labkit.stores.open import (
+    NOTE_BACKENDS,
+    REPLAY_BACKENDS,
+    Backend,
+    Opening,
+    StoreOpenError,
+    UnsafeLayout,
+    check_layout,
+    open_stores,
+    spec_file,
+)
 from labkit.stores.postgres import PostgresStore
 from labkit.stores.sqlite import SqliteStore
 
@@ -257,3 +267,42 @@ def test_a_failed_replay_closes_the_notes_database(tmp_path: Path) -> None:
     # The traceback still references the half-opened store: only close() frees the file.
     assert caught.value is not None
     assert path.exists() and open_descriptors(path) == 0
+
+
+# -- the backend table is the whole truth ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "notes", ["sqlite:///x/n.db", "postgresql://u@h/d", "filesystem:///x/j.db"]
+)
+def test_persistent_notes_beside_memory_claims_are_refused_naming_the_safe_layouts(
+    notes: str,
+) -> None:
+    with pytest.raises(UnsafeLayout, match="Safe layouts"):
+        check_layout(notes, "memory")
+    check_layout(notes, "sqlite:///x/claims.db")
+    check_layout("memory", "memory")
+
+
+def test_a_backend_added_to_the_table_is_judged_by_its_entry(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # "Adding a backend is one entry": a persistent note store that names a file, and a
+    # replay store that keeps its claims in this process only.
+    vault = Backend("vault:///ABSOLUTE/PATH", _never_opened, persistent=True, names_file=True)
+    ram = Backend("ram", _never_opened, persistent=False)
+    monkeypatch.setitem(NOTE_BACKENDS, "vault", vault)
+    monkeypatch.setitem(REPLAY_BACKENDS, "ram", ram)
+    with pytest.raises(UnsafeLayout):
+        check_layout("vault:///x/notes.db", "memory")
+    with pytest.raises(UnsafeLayout):
+        check_layout("sqlite:///x/notes.db", "ram")
+    check_layout("vault:///x/notes.db", "sqlite:///x/claims.db")
+    check_layout("memory", "ram")
+    assert spec_file("vault:///x/notes.db") == "/x/notes.db"
+    assert spec_file("vault:////x/notes.db") == "/x/notes.db"
+    assert spec_file("ram") is None
+
+
+def _never_opened(spec: str, opening: Opening) -> Any:
+    raise AssertionError("a layout check opens nothing")

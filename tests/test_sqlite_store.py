@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from labkit.clock import FakeClock
-from labkit.stores import Claim, Confirmation, Deletion, commit_deletion
-from labkit.stores.sqlite import SqliteStore, StoreBusy
+from labkit.stores import HOLDER, Claim, Confirmation, Deletion, commit_deletion, recover_pending
+from labkit.stores.sqlite import SCHEMA_VERSION, SqliteStore, StoreBusy
 
 TTL = 300.0
 
@@ -246,4 +246,36 @@ def test_a_version_1_database_is_migrated_keeping_its_claims_and_notes(tmp_path:
         assert store.claim("alice", "old", 4e9) is Claim.USED
         assert store.pending_claims() == []
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_a_version_2_pending_claim_has_no_holder_and_is_recovered(tmp_path: Path) -> None:
+    # Version 2 named no holder: its pending claims were left by a server that is gone.
+    path = tmp_path / "v2.db"
+    with sqlite3.connect(path) as conn:
+        conn.executescript(
+            """
+            CREATE TABLE meta (key TEXT PRIMARY KEY, value NOT NULL);
+            CREATE TABLE notes (id TEXT PRIMARY KEY, path TEXT NOT NULL, title TEXT NOT NULL,
+                title_folded TEXT NOT NULL, generation INTEGER NOT NULL);
+            CREATE TABLE claims (principal TEXT NOT NULL, nonce TEXT NOT NULL,
+                expires_at REAL NOT NULL, note_id TEXT, attempt TEXT,
+                PRIMARY KEY (principal, nonce)) WITHOUT ROWID;
+            CREATE TABLE receipts (principal TEXT NOT NULL, nonce TEXT NOT NULL,
+                attempt TEXT NOT NULL, deleted INTEGER NOT NULL, expires_at REAL NOT NULL,
+                PRIMARY KEY (principal, nonce, attempt)) WITHOUT ROWID;
+            INSERT INTO meta VALUES ('epoch', 'abcd'), ('generation', 1);
+            INSERT INTO claims VALUES ('alice', 'left', 4e9, 'n1', 'a1');
+            PRAGMA user_version = 2;
+            """
+        )
+    notes = SqliteStore(tmp_path / "notes.db")
+    with SqliteStore(path) as replay:
+        (ticket,) = replay.pending_claims()
+        assert (ticket.holder, ticket.lease_until) == ("", 0.0)
+        assert HOLDER.gone(ticket)
+        assert recover_pending(notes, replay) == 1
+        assert replay.claim_state("alice", "left") is None  # nothing was deleted: released
+    notes.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION

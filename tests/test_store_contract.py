@@ -34,11 +34,14 @@ from labkit.server import Server
 from labkit.state import KeyRing
 from labkit.stores import (
     Claim,
+    Completed,
     Confirmation,
     Deletion,
     Note,
     NoteStore,
+    PendingReplay,
     ReplayStore,
+    Ticket,
     commit_deletion,
 )
 from labkit.stores.memory import DEFAULT_CAPACITY, DEFAULT_PER_PRINCIPAL, MemoryReplayStore
@@ -241,6 +244,64 @@ def test_expired_claims_free_their_nonce_and_their_space(
     clock.advance(10)
     assert replay.claim("alice", "c", clock() + 30) is Claim.CLAIMED
     assert replay.claim("alice", "a", clock() + 30) is Claim.USED
+
+
+# -- pending claims (the two-step protocol's side of the replay store) ----------------------
+
+
+def pending_replay(stores: StoreSet) -> PendingReplay:
+    assert isinstance(stores.replay, PendingReplay)
+    return stores.replay
+
+
+def ticket(clock: FakeClock, nonce: str = "n1", attempt: str = "a1", ttl: float = TTL) -> Ticket:
+    return Ticket("alice", nonce, clock() + ttl, "note-1", attempt, "elsewhere", clock() + 60)
+
+
+def test_a_pending_claim_reads_back_and_is_settled_once(stores: StoreSet, clock: FakeClock) -> None:
+    replay = pending_replay(stores)
+    first = ticket(clock)
+    assert replay.claim_pending(first) is Claim.CLAIMED
+    assert replay.claim_state("alice", "n1") == first
+    assert replay.pending_claims() == [first]
+    second = ticket(clock, attempt="a2")
+    assert replay.claim_pending(second) == first  # another attempt meets the first one's claim
+    assert replay.settle(second, deleted=True) is False  # not its claim: nothing changes
+    assert replay.settle(first, deleted=True) is True
+    assert replay.claim_state("alice", "n1") == Completed("note-1")  # consumed, by that note
+    assert replay.settle(first, deleted=False) is False  # settled once
+    assert replay.pending_claims() == []
+    assert replay.claim_pending(ticket(clock, attempt="a3")) is Claim.USED
+    clock.advance(TTL + 1)
+    assert replay.claim_state("alice", "n1") is None
+
+
+def test_a_released_pending_claim_leaves_the_nonce_free(stores: StoreSet, clock: FakeClock) -> None:
+    replay = pending_replay(stores)
+    first = ticket(clock)
+    assert replay.claim_pending(first) is Claim.CLAIMED
+    assert replay.settle(first, deleted=False) is True
+    assert replay.claim_state("alice", "n1") is None
+    assert replay.claim("alice", "n1", clock() + TTL) is Claim.CLAIMED
+    assert replay.claim_state("alice", "n1") == Completed(None)  # a decline names no note
+
+
+def test_an_expired_claim_never_counts_pending_or_settled(
+    open_backend: OpenBackend, clock: FakeClock
+) -> None:
+    replay = pending_replay(open_backend(capacity=2, per_principal=2))
+    assert replay.claim_pending(ticket(clock, "a1", ttl=10)) is Claim.CLAIMED
+    assert replay.claim("alice", "a2", clock() + 10) is Claim.CLAIMED
+    assert replay.claim("alice", "a3", clock() + TTL) is Claim.FULL
+    assert replay.claim("bob", "b1", clock() + TTL) is Claim.FULL
+    clock.advance(10)
+    # The pending claim is still pending (settling it is its holder's or a recovery's), but
+    # neither it nor the settled one counts for its principal or for anybody else.
+    assert [t.nonce for t in replay.pending_claims()] == ["a1"]
+    assert isinstance(replay.claim_state("alice", "a1"), Ticket)
+    assert replay.claim("alice", "a3", clock() + TTL) is Claim.CLAIMED
+    assert replay.claim("bob", "b1", clock() + TTL) is Claim.CLAIMED
+    assert replay.used("alice", "a1") is False
 
 
 # -- commit_deletion: claim and delete, all or nothing ---------------------------------------

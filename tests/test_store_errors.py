@@ -37,7 +37,7 @@ from labkit.clock import FakeClock
 from labkit.deployment import create_server
 from labkit.errors import SERVER_BUSY, http_status
 from labkit.fsroot import Parts, WalkResolver
-from labkit.notes_delete import STORE_FAULTS, STORE_UNAVAILABLE_ERROR
+from labkit.notes_delete import STORE_UNAVAILABLE_ERROR
 from labkit.notes_export import MemoryReportService
 from labkit.scope import AllowlistAuthorizer
 from labkit.server import Server
@@ -233,26 +233,30 @@ def test_a_connection_that_cannot_be_opened_in_a_new_thread_is_the_store_error(
     store.close()
 
 
-def test_a_lasting_condition_is_logged_once_and_its_end_once(
+def test_a_lasting_condition_is_logged_once_and_its_end_once_a_write_succeeds(
     deployment: Deployment, caplog: pytest.LogCaptureFixture
 ) -> None:
-    STORE_FAULTS.succeeded()  # a condition left by another test ends here
     caplog.set_level(logging.INFO, logger="labkit")
     caplog.clear()
+    state = state_of(deployment.ask(1))
     deployment.faults.errno = errno.EIO
     for id in range(10):
         assert error_of(deployment.ask(id)) == UNAVAILABLE
     deployment.faults.errno = None
+
+    def lines() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "store " in r.getMessage()]
+
+    # Reads succeed again, but only a write ends the condition (hysteresis): no flapping.
     deployment.ask(20)
     deployment.ask(21)
-    lines = [r.getMessage() for r in caplog.records if "store " in r.getMessage()]
-    assert len(lines) == 2, lines
-    assert (
-        lines[0].startswith("store unavailable: ")
-        and "I/O error" in lines[0]
-        or ("Input/output error" in lines[0])
-    )
-    assert lines[1].startswith("store available again")
+    assert len(lines()) == 1, lines()
+    assert lines()[0].startswith("store unavailable: ")
+    assert "I/O error" in lines()[0] or "Input/output error" in lines()[0]
+    note_id = offered(deployment.ask(22))[0][0]
+    assert structured(deployment.retry(23, state, accept(note_id)))["status"] == "deleted"
+    assert len(lines()) == 2, lines()
+    assert lines()[1].startswith("store available again")
     assert not any(r.exc_info for r in caplog.records)  # no traceback per request
 
 

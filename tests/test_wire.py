@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from helpers import build_lab, request
 
+from labkit.errors import PARSE_ERROR, ProtocolError
 from labkit.server import RequestContext
 from labkit.transports.stdio import StdioTransport
-from labkit.wire import decode, encode
+from labkit.wire import MAX_JSON_DEPTH, decode, encode
 
 HUGE_IDS = [2**63, 2**64 - 1, 2**64, 2**70, -(2**63) - 1, -(2**70), 10**40, -(10**40)]
 
@@ -61,3 +63,67 @@ def test_a_huge_integer_id_is_echoed_exactly_over_stdio() -> None:
 def test_long_digit_runs_decode_as_the_standard_library_does(text: str) -> None:
     assert decode(text) == json.loads(text)
     assert decode(text.encode()) == json.loads(text)
+
+
+# -- one rule, whichever parser reads the text ----------------------------------------------------
+
+DIGITS = "1234567890123456789"  # a 19-digit run: the text goes to the exact-integer parser
+
+
+def nested(depth: int, inner: str) -> str:
+    return "[" * depth + inner + "]" * depth
+
+
+@pytest.mark.parametrize("inner", ["0", DIGITS], ids=["short numbers", "a 19-digit run"])
+@pytest.mark.parametrize("as_bytes", [True, False], ids=["bytes", "text"])
+def test_the_depth_limit_is_the_same_whatever_the_digits(inner: str, as_bytes: bool) -> None:
+    for depth, accepted in ((MAX_JSON_DEPTH, True), (MAX_JSON_DEPTH + 1, False), (1025, False)):
+        text = '{"a": ' + nested(depth - 1, inner) + "}"  # `depth` arrays and objects deep
+        raw: bytes | str = text.encode() if as_bytes else text
+        if accepted:
+            value = decode(raw)["a"]
+            for _ in range(depth - 1):
+                (value,) = value
+            assert value == int(inner)
+        else:
+            with pytest.raises(ProtocolError) as refused:
+                decode(raw)
+            assert refused.value.code == PARSE_ERROR
+
+
+@pytest.mark.parametrize("inner", ["0", DIGITS], ids=["short numbers", "a 19-digit run"])
+@pytest.mark.parametrize("number", ["1e400", "-1e400", "1E999"])
+def test_a_number_past_the_double_range_is_refused_whatever_the_digits(
+    inner: str, number: str
+) -> None:
+    with pytest.raises(ProtocolError):
+        decode(f'{{"x": {number}, "y": {inner}}}'.encode())
+    assert decode(f'{{"x": 1.5e308, "y": {inner}}}'.encode())["x"] == 1.5e308
+
+
+@pytest.mark.parametrize("inner", ["0", DIGITS], ids=["short numbers", "a 19-digit run"])
+@pytest.mark.parametrize(
+    "encode",
+    [
+        lambda t: t.encode("utf-16"),
+        lambda t: t.encode("utf-16-le"),
+        lambda t: t.encode("utf-32"),
+        lambda t: t.encode("utf-32-be"),
+        lambda t: b"\xef\xbb\xbf" + t.encode(),  # a UTF-8 byte order mark
+        lambda t: t.replace('"s"', '"\udc80"').encode("utf-8", "surrogatepass"),  # not UTF-8
+        lambda t: t.encode().replace(b'"s"', b'"\xff"'),
+    ],
+    ids=["utf-16", "utf-16-le", "utf-32", "utf-32-be", "bom", "encoded-surrogate", "stray-byte"],
+)
+def test_a_body_that_is_not_utf8_is_a_parse_error(
+    inner: str, encode: Callable[[str], bytes]
+) -> None:
+    text = f'{{"jsonrpc": "2.0", "id": 1, "method": "s", "n": {inner}}}'
+    with pytest.raises(ProtocolError) as refused:
+        decode(encode(text))
+    assert refused.value.code == PARSE_ERROR
+
+
+@pytest.mark.parametrize("inner", ["0", DIGITS], ids=["short numbers", "a 19-digit run"])
+def test_a_lone_surrogate_escape_is_kept_whatever_the_digits(inner: str) -> None:
+    assert decode(f'{{"s": "\\ud800", "n": {inner}}}'.encode())["s"] == "\ud800"

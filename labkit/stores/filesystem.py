@@ -68,6 +68,9 @@ from labkit.clock import Clock, system_clock
 from labkit.fsroot import Identity, Parts, Refused, Resolver, ResolverName, Root, Unavailable
 from labkit.scope import Path, contains, format_file_uri, parse_file_uri, strictly_contains
 from labkit.stores import (
+    FAULTS,
+    HOLDER,
+    ClaimHolder,
     Confirmation,
     Deletion,
     Note,
@@ -269,17 +272,19 @@ class _Journal:
 
     @contextmanager
     def _guard(self) -> Iterator[None]:
-        """The journal's own failures as the store errors they are."""
+        """The journal's own failures as the store errors they are (`FAULTS`, the journal's
+        path naming the store)."""
         try:
             yield
         except sqlite3.OperationalError as exc:
             code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
             if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-                raise StoreBusy(f"{self._path} stayed locked; nothing was changed") from exc
+                busy = StoreBusy(f"{self._path} stayed locked; nothing was changed")
+                raise FAULTS.failed(self._path, busy) from exc
             unavailable = fault(self._path, exc)
             if unavailable is None:
                 raise
-            raise unavailable from exc
+            raise FAULTS.failed(self._path, unavailable) from exc
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -292,6 +297,11 @@ class _Journal:
                     self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
+        FAULTS.wrote(self._path)
+
+    @property
+    def path(self) -> str:
+        return self._path
 
     def begin(
         self,
@@ -369,6 +379,15 @@ class _Journal:
                 (principal, nonce, attempt),
             ).fetchone()
         return _intent(row)
+
+    def deleted(self, principal: str, nonce: str) -> bool:
+        """Whether an attempt at this nonce deleted its file ("done")."""
+        with self._lock, self._guard():
+            row = self._db.execute(
+                "SELECT 1 FROM intents WHERE principal = ? AND nonce = ? AND state = 'done'",
+                (principal, nonce),
+            ).fetchone()
+        return row is not None
 
     def pending(self) -> list[Intent]:
         with self._lock, self._guard():
@@ -468,7 +487,7 @@ class FilesystemNoteStore:
     # -- NoteStore -----------------------------------------------------------------------
 
     def find(self, workspace: Path, title: str, limit: int) -> Sequence[Note]:
-        with _available():
+        with self._available():
             return self._find(workspace, title, limit)
 
     def _find(self, workspace: Path, title: str, limit: int) -> Sequence[Note]:
@@ -504,7 +523,7 @@ class FilesystemNoteStore:
     def get(self, note_id: str) -> Note | None:
         if not isinstance(note_id, str) or not note_id.startswith(ID_PREFIX):
             return None
-        with _available():
+        with self._available():
             return self._get(note_id)
 
     def _get(self, note_id: str) -> Note | None:
@@ -530,7 +549,7 @@ class FilesystemNoteStore:
 
     def delete(self, note: Note) -> bool:
         try:
-            with _available():
+            with self._available():
                 self._unlink(note)
         except Refused as exc:
             log.info("delete of %s refused: %s", note.id, exc.reason)
@@ -540,24 +559,24 @@ class FilesystemNoteStore:
     def locate(self, path: Path) -> Note | None:
         """The live note at an absolute path, or None (maps a file to its id)."""
         located = self._locate(path, strictly_contains)
-        with _available():
+        with self._available():
             return self._live(*located) if located is not None else None
 
     # -- AtomicDeleter and the two-step protocol -----------------------------------------
 
     def claim_and_delete(
-        self, replay: ReplayStore, confirmation: Confirmation
+        self, replay: ReplayStore, confirmation: Confirmation, holder: ClaimHolder = HOLDER
     ) -> tuple[Deletion, Note | None]:
         """Claim (pending), journal, unlink, mark done, settle: the two-step protocol of
         `labkit.stores`, the same as for two databases; the file is deleted at most once."""
-        return claim_then_delete(self, replay, confirmation)
+        return claim_then_delete(self, replay, confirmation, holder)
 
     def delete_for(self, note: Note, ticket: Ticket) -> bool | None:
         located = self._locate(note.path, strictly_contains)
         if located is None or note.id != ticket.note_id:
             return False
         ws, rel = located
-        with _available():
+        with self._available():
             intent = self._journal.begin(
                 principal=ticket.principal,
                 nonce=ticket.nonce,
@@ -588,21 +607,15 @@ class FilesystemNoteStore:
         return True
 
     def fence(self, ticket: Ticket) -> bool:
-        with _available():
+        with self._available():
             row = self._journal.fence(
                 ticket.principal, ticket.nonce, ticket.attempt, ticket.expires_at
             )
             if row.state == "pending":
                 # Journaled but not finished (a crash between the intent and "done"): finish
                 # it as start-up recovery would; only the journaled file can go.
-                resolved = self._journal.resolve(row.id, lambda i: self._decide(i, True))
-                if resolved is None:  # finished meanwhile by its own attempt
-                    row = self._journal.fence(
-                        ticket.principal, ticket.nonce, ticket.attempt, ticket.expires_at
-                    )
-                else:
-                    row = resolved
-        return row.state == "done"
+                self._journal.resolve(row.id, lambda i: self._decide(i, True))
+            return self._journal.deleted(ticket.principal, ticket.nonce)
 
     # -- recovery ------------------------------------------------------------------------
 
@@ -619,10 +632,10 @@ class FilesystemNoteStore:
         from an operator command; the consumed nonces stay consumed either way.
         """
         resolved = []
-        with _available():
+        with self._available():
             pending = self._journal.pending()
         for intent in pending:
-            with _available():
+            with self._available():
                 outcome = self._journal.resolve(intent.id, lambda i: self._decide(i, complete))
             if outcome is not None:
                 log.warning(
@@ -700,20 +713,20 @@ class FilesystemNoteStore:
         ws, rel = located
         ws.root.unlink(self._resolve(ws, rel), expect, durable=True)
 
+    @contextmanager
+    def _available(self) -> Iterator[None]:
+        """Descriptors, memory or the disk failing beneath a workspace is the store failing
+        (`StoreUnavailable`, answered -32001), never "no such note"."""
+        try:
+            yield
+        except Unavailable as exc:
+            # The condition, not the file it struck: one log line while it lasts (FAULTS).
+            cause = f"workspace files: {os.strerror(exc.errno)}"
+            raise FAULTS.failed(self._journal.path, StoreUnavailable(cause)) from exc
+
     def _emit(self, event: AuditEvent, intent: Intent) -> None:
         if self._audit is not None:
             self._audit(event, intent)
-
-
-@contextmanager
-def _available() -> Iterator[None]:
-    """Descriptors, memory or the disk failing beneath a workspace is the store failing
-    (`StoreUnavailable`, answered -32001), never "no such note"."""
-    try:
-        yield
-    except Unavailable as exc:
-        # The condition, not the file it struck: one log line while it lasts (FaultLog).
-        raise StoreUnavailable(f"workspace files: {os.strerror(exc.errno)}") from exc
 
 
 def _parse_identity(text: str) -> Identity | None:

@@ -19,6 +19,8 @@ from labkit.stores import (
     DEFAULT_CAPACITY,
     DEFAULT_PER_PRINCIPAL,
     Claim,
+    ClaimState,
+    Completed,
     Note,
     Ticket,
     replay_bounds,
@@ -120,7 +122,8 @@ class MemoryNoteStore:
     def fence(self, ticket: Ticket) -> bool:
         with self._lock:
             attempts = self._receipt((ticket.principal, ticket.nonce))
-            return attempts.setdefault(ticket.attempt, False)
+            attempts.setdefault(ticket.attempt, False)
+            return any(attempts.values())
 
     def _receipt(self, key: tuple[str, str]) -> dict[str, bool]:
         if key not in self._receipts:
@@ -150,46 +153,62 @@ class MemoryReplayStore:
         self._heap: list[tuple[float, str, str]] = []
         self._owned: Counter[str] = Counter()
         self._pending: dict[tuple[str, str], Ticket] = {}
+        # The note each completed deletion's claim consumed its nonce for.
+        self._deleted: dict[tuple[str, str], str] = {}
         self._lock = threading.Lock()
 
     def claim(self, principal: str, nonce: str, expires_at: float) -> Claim:
-        key = (principal, nonce)
         with self._lock:
-            self._prune(self._clock())
-            if key in self._expiry:
-                return Claim.USED
-            if len(self._expiry) >= self.capacity or self._owned[principal] >= self.per_principal:
-                return Claim.FULL
-            self._expiry[key] = expires_at
-            self._owned[principal] += 1
-            heapq.heappush(self._heap, (expires_at, principal, nonce))
-            return Claim.CLAIMED
+            return self._claim(principal, nonce, expires_at)
 
     def claim_pending(self, ticket: Ticket) -> Claim | Ticket:
         key = (ticket.principal, ticket.nonce)
-        with self._lock:
+        with self._lock:  # one step: another attempt sees the claim pending, never half-made
             pending = self._pending.get(key)
-            if pending is not None and key in self._expiry:
+            if pending is not None:
                 return pending
-        claim = self.claim(ticket.principal, ticket.nonce, ticket.expires_at)
-        if claim is Claim.CLAIMED:
-            with self._lock:
+            claim = self._claim(ticket.principal, ticket.nonce, ticket.expires_at)
+            if claim is Claim.CLAIMED:
                 self._pending[key] = ticket
-        return claim
+            return claim
 
-    def settle(self, ticket: Ticket, deleted: bool) -> None:
+    def _claim(self, principal: str, nonce: str, expires_at: float) -> Claim:
+        key = (principal, nonce)
+        self._prune(self._clock())
+        if key in self._expiry or key in self._pending:
+            return Claim.USED
+        if len(self._expiry) >= self.capacity or self._owned[principal] >= self.per_principal:
+            return Claim.FULL
+        self._expiry[key] = expires_at
+        self._owned[principal] += 1
+        heapq.heappush(self._heap, (expires_at, principal, nonce))
+        return Claim.CLAIMED
+
+    def settle(self, ticket: Ticket, deleted: bool) -> bool:
         key = (ticket.principal, ticket.nonce)
         with self._lock:
             pending = self._pending.get(key)
             if pending is None or pending.attempt != ticket.attempt:
-                return
+                return False
             del self._pending[key]
             if not deleted:
                 self._drop(key)
+            elif key in self._expiry:
+                self._deleted[key] = ticket.note_id
+            return True
 
     def pending_claims(self) -> list[Ticket]:
         with self._lock:
             return list(self._pending.values())
+
+    def claim_state(self, principal: str, nonce: str) -> ClaimState:
+        key = (principal, nonce)
+        with self._lock:
+            self._prune(self._clock())
+            pending = self._pending.get(key)
+            if pending is not None:
+                return pending
+            return Completed(self._deleted.get(key)) if key in self._expiry else None
 
     def release(self, principal: str, nonce: str) -> None:
         with self._lock:
@@ -197,6 +216,7 @@ class MemoryReplayStore:
             self._drop((principal, nonce))
 
     def _drop(self, key: tuple[str, str]) -> None:
+        self._deleted.pop(key, None)
         if self._expiry.pop(key, None) is not None:
             self._owned[key[0]] -= 1
         # the heap entry is dropped lazily by _prune
@@ -215,6 +235,8 @@ class MemoryReplayStore:
         while self._heap and self._heap[0][0] <= now:
             expires_at, principal, nonce = heapq.heappop(self._heap)
             if self._expiry.get((principal, nonce)) == expires_at:
+                # An expired claim no longer counts; a pending one stays pending until its
+                # holder or a recovery settles it.
                 del self._expiry[(principal, nonce)]
-                self._pending.pop((principal, nonce), None)
+                self._deleted.pop((principal, nonce), None)
                 self._owned[principal] -= 1

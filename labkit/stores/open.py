@@ -25,7 +25,10 @@ the two-step protocol of `labkit.stores`; `open_stores` resolves the pending cla
 left before it returns (`recover_pending`). `check_layout` refuses the pairs that cannot keep
 their promise after a crash (persistent notes with in-memory claims), naming the safe ones.
 
-Adding a backend is one entry in `NOTE_BACKENDS` and/or `REPLAY_BACKENDS`.
+Adding a backend is one entry in `NOTE_BACKENDS` and/or `REPLAY_BACKENDS`: the entry says how
+the spec is written and opened, whether what it stores survives a restart (`persistent`, read
+by `check_layout`) and whether the spec names a file (`names_file`, read by `file_path` and
+`spec_file`). Nothing else lists backends.
 """
 
 from __future__ import annotations
@@ -67,15 +70,25 @@ class UnsafeLayout(ValueError):
 
 
 def check_layout(notes: str, replay: str) -> None:
-    """Refuse persistent notes with an in-memory replay store: a crash forgets every claim
-    (a declined confirmation could delete after a restart, a pending one is never resolved)
-    while the notes survive. Raises `UnsafeLayout` naming the safe layouts."""
-    persistent = notes.split(":", 1)[0] in ("sqlite", "postgresql", "postgres", "filesystem")
-    if replay == "memory" and persistent:
+    """Refuse persistent notes with a replay store that is not (`Backend.persistent`): a
+    crash forgets every claim (a declined confirmation could delete after a restart, a
+    pending one is never resolved) while the notes survive. Raises `UnsafeLayout` naming the
+    safe layouts. Specs of unknown kinds pass: opening them says what is wrong."""
+    note_backend = NOTE_BACKENDS.get(_kind(notes))
+    replay_backend = REPLAY_BACKENDS.get(_kind(replay))
+    if note_backend is None or replay_backend is None:
+        return
+    if note_backend.persistent and not replay_backend.persistent:
         raise UnsafeLayout(
-            f"notes {_redact(notes)!r} with replay 'memory' is not crash-safe: the claims "
-            f"would be lost at a crash while the notes survive. Safe layouts: {SAFE_LAYOUTS}"
+            f"notes {_redact(notes)!r} with replay {_redact(replay)!r} is not crash-safe: the "
+            f"claims would be lost at a crash while the notes survive. Safe layouts: "
+            f"{SAFE_LAYOUTS}"
         )
+
+
+def _kind(spec: str) -> str:
+    """The table key of a spec: what comes before its first colon."""
+    return spec.split(":", 1)[0]
 
 
 class StoreOpenError(Exception):
@@ -111,10 +124,15 @@ class Opening:
 @dataclass(frozen=True)
 class Backend:
     """`form` is how the spec is written (for error messages); `open` builds the store;
-    `hint` says what to check when a well-formed spec cannot be opened."""
+    `persistent`: what it stores survives the server (a file, a database server);
+    `names_file`: the spec is `KIND:///ABSOLUTE/PATH`, a file beside which the store keeps
+    its state (`file_path`); `hint` says what to check when a well-formed spec cannot be
+    opened."""
 
     form: str
     open: Callable[[str, Opening], Any]
+    persistent: bool
+    names_file: bool = False
     hint: str = ""
 
 
@@ -131,9 +149,13 @@ class _SpecError(ValueError):
     """A spec of a known kind that is malformed; `open_stores` adds the value and the forms."""
 
 
-def file_path(spec: str, scheme: str) -> str:
-    """The absolute file path of a `SCHEME:///ABS/PATH` or `SCHEME:////ABS/PATH` spec (the
-    second is SQLAlchemy's absolute form); relative and host-bearing forms are refused."""
+def file_path(spec: str) -> str:
+    """The absolute file path of a `SCHEME:///ABS/PATH` or `SCHEME:////ABS/PATH` spec of a
+    backend that names a file (the second is SQLAlchemy's absolute form); relative and
+    host-bearing forms are refused."""
+    scheme = _kind(spec)
+    if not _names_file(scheme):
+        raise _SpecError(f"{scheme!r} specs name no file")
     prefix = f"{scheme}://"
     rest = spec.removeprefix(prefix)
     path = rest[1:] if rest.startswith("//") else rest
@@ -148,21 +170,23 @@ def file_path(spec: str, scheme: str) -> str:
 
 
 def spec_file(spec: str) -> str | None:
-    """The file a `sqlite:` or `filesystem:` spec names, or None for any other spec (or a
-    malformed one: opening it reports why)."""
-    scheme = spec.partition("://")[0]
-    if scheme not in ("sqlite", "filesystem"):
-        return None
+    """The file a spec of a backend that names one (`sqlite:`, `filesystem:`) names, or None
+    for any other spec (or a malformed one: opening it reports why)."""
     try:
-        return file_path(spec, scheme)
+        return file_path(spec)
     except _SpecError:
         return None
+
+
+def _names_file(scheme: str) -> bool:
+    backend = NOTE_BACKENDS.get(scheme) or REPLAY_BACKENDS.get(scheme)
+    return backend is not None and backend.names_file
 
 
 def _open_sqlite(spec: str, opening: Opening) -> Any:
     from labkit.stores.sqlite import SqliteStore
 
-    path = file_path(spec, "sqlite")
+    path = file_path(spec)
     key = ("sqlite", os.path.realpath(path))
     if key not in opening.databases:
         opening.databases[key] = SqliteStore(
@@ -200,7 +224,7 @@ def _open_filesystem(spec: str, opening: Opening) -> Any:
     # Notes are files in the configured workspaces; the spec names the intent journal.
     from labkit.stores.filesystem import FilesystemNoteStore
 
-    journal = file_path(spec, "filesystem")
+    journal = file_path(spec)
     key = ("filesystem", os.path.realpath(journal))
     if key not in opening.databases:
         opening.databases[key] = FilesystemNoteStore(
@@ -215,26 +239,31 @@ def _open_filesystem(spec: str, opening: Opening) -> Any:
 _SQLITE: Final = Backend(
     "sqlite:///ABSOLUTE/PATH.db",
     _open_sqlite,
-    "Check that its directory exists and that this user may create files in it (SQLite keeps "
-    "-wal and -shm files beside the database).",
+    persistent=True,
+    names_file=True,
+    hint="Check that its directory exists and that this user may create files in it (SQLite "
+    "keeps -wal and -shm files beside the database).",
 )
 _POSTGRES: Final = Backend(
     "postgresql://USER@HOST:PORT/DATABASE",
     _open_postgres,
-    "Check that the PostgreSQL server is running and reachable at that address, and that the "
-    "user, password and database are right.",
+    persistent=True,
+    hint="Check that the PostgreSQL server is running and reachable at that address, and that "
+    "the user, password and database are right.",
 )
 
 NOTE_BACKENDS: dict[str, Backend] = {
-    "memory": Backend("memory", _exactly("memory", lambda o: MemoryNoteStore())),
+    "memory": Backend("memory", _exactly("memory", lambda o: MemoryNoteStore()), persistent=False),
     "sqlite": _SQLITE,
     "postgresql": _POSTGRES,
     "postgres": _POSTGRES,
     "filesystem": Backend(
         "filesystem:///ABSOLUTE/JOURNAL.db",
         _open_filesystem,
-        "Check that the journal's directory exists and that this user may create files in it, "
-        "and that every workspace is an existing directory.",
+        persistent=True,
+        names_file=True,
+        hint="Check that the journal's directory exists and that this user may create files in "
+        "it, and that every workspace is an existing directory.",
     ),
 }
 REPLAY_BACKENDS: dict[str, Backend] = {
@@ -246,6 +275,7 @@ REPLAY_BACKENDS: dict[str, Backend] = {
                 clock=o.clock, capacity=o.capacity, per_principal=o.per_principal
             ),
         ),
+        persistent=False,
     ),
     "sqlite": _SQLITE,
     "postgresql": _POSTGRES,
@@ -296,8 +326,7 @@ def _open(role: str, spec: object, backends: Mapping[str, Backend], opening: Ope
     forms = ", ".join(dict.fromkeys(b.form for b in backends.values()))
     if not isinstance(spec, str):
         raise ValueError(f"{role} store spec {spec!r} must be a string, one of: {forms}")
-    kind = spec.split(":", 1)[0]
-    backend = backends.get(kind)
+    backend = backends.get(_kind(spec))
     if backend is None:
         raise ValueError(f"{role} store spec {_redact(spec)!r} is not one of: {forms}")
     try:

@@ -31,12 +31,18 @@ from labkit.scope import Path, parse_file_uri
 from labkit.stores import (
     DEFAULT_CAPACITY,
     DEFAULT_PER_PRINCIPAL,
+    FAULTS,
+    HOLDER,
     Claim,
+    ClaimHolder,
+    ClaimState,
+    Completed,
     Confirmation,
     Deletion,
     Note,
     ReplayStore,
     StoreBusy,
+    StoreError,
     StoreUnavailable,
     Ticket,
     claim_then_delete,
@@ -45,6 +51,7 @@ from labkit.stores import (
 from labkit.stores.sql import (
     DEFAULT_SCHEMA,
     NOTE_COLUMNS,
+    PENDING_COLUMNS,
     SCHEMA_PATTERN,
     Row,
     ThreadConnections,
@@ -54,6 +61,7 @@ from labkit.stores.sql import (
     new_epoch,
     note_from_row,
     path_text,
+    pending_ticket,
 )
 
 log = logging.getLogger("labkit.stores.postgres")
@@ -81,11 +89,16 @@ _DDL: Final = (
     " attempt text NOT NULL, deleted boolean NOT NULL, expires_at double precision NOT NULL,"
     " PRIMARY KEY (principal, nonce, attempt))",
 )
-# The two-step protocol (labkit.stores): a pending claim names its note and attempt. Run only
-# when the column is missing (ALTER TABLE locks the table even when there is nothing to add).
+# The two-step protocol (labkit.stores): a pending claim names its note, its attempt, the
+# instance holding it and its lease. Run only when a column is missing (ALTER TABLE locks the
+# table even when there is nothing to add).
 _MIGRATE: Final = (
     "ALTER TABLE {s}.claims ADD COLUMN IF NOT EXISTS note_id text",
     "ALTER TABLE {s}.claims ADD COLUMN IF NOT EXISTS attempt text",
+    "ALTER TABLE {s}.claims ADD COLUMN IF NOT EXISTS holder text",
+    "ALTER TABLE {s}.claims ADD COLUMN IF NOT EXISTS lease_until double precision",
+    "CREATE INDEX IF NOT EXISTS claims_pending ON {s}.claims (principal, nonce)"
+    " WHERE attempt IS NOT NULL",
 )
 RECEIPT_GRACE_SECONDS: Final = 7 * 86_400
 
@@ -107,11 +120,12 @@ _QUERIES: Final = {
     "move": f"UPDATE {{s}}.notes SET path = %s WHERE id = %s RETURNING {NOTE_COLUMNS}",
     "ids": "SELECT id FROM {s}.notes",
     "take_note": f"DELETE FROM {{s}}.notes WHERE id = %s RETURNING {NOTE_COLUMNS}",
-    # DO NOTHING, except that an expired claim counts as absent: it is taken over in place,
-    # so its nonce is claimable again exactly as in MemoryReplayStore (which prunes first).
+    # DO NOTHING, except that an expired settled claim counts as absent: it is taken over in
+    # place, so its nonce is claimable again exactly as in MemoryReplayStore (which prunes
+    # first). A pending one is left to its resolution.
     "claim": "INSERT INTO {s}.claims AS c (principal, nonce, expires_at) VALUES (%s, %s, %s)"
-    " ON CONFLICT (principal, nonce) DO UPDATE SET expires_at = EXCLUDED.expires_at"
-    " WHERE c.expires_at <= %s RETURNING 1",
+    " ON CONFLICT (principal, nonce) DO UPDATE SET expires_at = EXCLUDED.expires_at,"
+    " note_id = NULL WHERE c.expires_at <= %s AND c.attempt IS NULL RETURNING 1",
     "count": "SELECT (SELECT count(*) FROM {s}.claims WHERE principal = %s AND expires_at > %s),"
     " (SELECT count(*) FROM {s}.claims WHERE expires_at > %s)",
     "release": "DELETE FROM {s}.claims WHERE principal = %s AND nonce = %s",
@@ -122,22 +136,22 @@ _QUERIES: Final = {
     " FROM {s}.claims WHERE expires_at <= %s AND attempt IS NULL"
     " LIMIT %s FOR UPDATE SKIP LOCKED)",
     "rows": "SELECT count(*) FROM {s}.claims",
-    "pending_of": "SELECT principal, nonce, expires_at, note_id, attempt FROM {s}.claims"
+    "pending_of": f"SELECT {PENDING_COLUMNS} FROM {{s}}.claims"
     " WHERE principal = %s AND nonce = %s AND attempt IS NOT NULL",
-    "mark_pending": "UPDATE {s}.claims SET note_id = %s, attempt = %s"
-    " WHERE principal = %s AND nonce = %s",
-    "complete": "UPDATE {s}.claims SET attempt = NULL"
+    "state_of": f"SELECT {PENDING_COLUMNS} FROM {{s}}.claims WHERE principal = %s AND nonce = %s",
+    "mark_pending": "UPDATE {s}.claims SET note_id = %s, attempt = %s, holder = %s,"
+    " lease_until = %s WHERE principal = %s AND nonce = %s",
+    "complete": "UPDATE {s}.claims SET attempt = NULL, holder = NULL, lease_until = NULL"
     " WHERE principal = %s AND nonce = %s AND attempt = %s",
     "abandon": "DELETE FROM {s}.claims WHERE principal = %s AND nonce = %s AND attempt = %s",
-    "pending": "SELECT principal, nonce, expires_at, note_id, attempt FROM {s}.claims"
-    " WHERE attempt IS NOT NULL",
+    "pending": f"SELECT {PENDING_COLUMNS} FROM {{s}}.claims WHERE attempt IS NOT NULL",
     "receipts_gc": "DELETE FROM {s}.receipts WHERE expires_at <= %s",
     "receipt_seen": "SELECT 1 FROM {s}.receipts WHERE principal = %s AND nonce = %s"
     " AND (attempt = %s OR deleted)",
     "receipt": "INSERT INTO {s}.receipts VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-    "receipt_of": "SELECT deleted FROM {s}.receipts"
-    " WHERE principal = %s AND nonce = %s AND attempt = %s",
+    "receipt_any": "SELECT bool_or(deleted) FROM {s}.receipts WHERE principal = %s AND nonce = %s",
 }
+
 
 _T = TypeVar("_T")
 Connection = psycopg.Connection[tuple[Any, ...]]
@@ -192,12 +206,14 @@ class PostgresStore(ThreadConnections[Connection]):
         self._q = {k: sql.SQL(v).format(s=name).as_string(None) for k, v in _QUERIES.items()}
         self._ddl = [sql.SQL(v).format(s=name).as_string(None) for v in _DDL]
         self._migrate = [sql.SQL(v).format(s=name).as_string(None) for v in _MIGRATE]
+        self._opened = False  # until then a failure is the opener's to report, not FAULTS'
         super().__init__()
         try:
             self._epoch = self._run(self._create_schema)
         except BaseException:
             self.close()
             raise
+        self._opened = True
 
     # -- connections and the transaction runner ----------------------------------------------
 
@@ -213,30 +229,34 @@ class PostgresStore(ThreadConnections[Connection]):
         # psycopg reports a connection the server or the network dropped as closed.
         return not conn.closed
 
-    def _run(self, unit: Unit[_T]) -> _T:
+    def _run(self, unit: Unit[_T], *, write: bool = False) -> _T:
         """Run `unit` in one transaction; retry it whole on a serialization failure or a
         deadlock (the server rolled it back, so nothing happened). A broken connection is
         dropped and the error raised: after a lost COMMIT nobody knows whether it committed,
-        and a retry could then misreport our own claim as "already used"."""
+        and a retry could then misreport our own claim as "already used". A committed
+        `write` ends a condition of this store (`FAULTS`)."""
         delay = 0.005
         for attempt in range(1, MAX_ATTEMPTS + 1):
             try:
                 conn = self._connection()
             except psycopg.OperationalError as exc:
-                raise self._unavailable(exc) from exc
+                raise self._failed(self._unavailable(exc)) from exc
             try:
                 with conn.transaction():
                     commit, result = unit(conn)
                     if not commit:
                         raise psycopg.Rollback()
+                if write and commit and self._opened:
+                    FAULTS.wrote(repr(self))
                 return result
             except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected) as exc:
                 if attempt == MAX_ATTEMPTS:
                     # Every attempt was rolled back: nothing happened, the caller may retry.
-                    raise StoreBusy(
+                    busy = StoreBusy(
                         f"{self!r}: {MAX_ATTEMPTS} attempts met {type(exc).__name__}; "
                         "nothing was changed"
-                    ) from exc
+                    )
+                    raise self._failed(busy) from exc
                 log.info("transaction retried after %s", type(exc).__name__)
                 self._sleep(delay * random.uniform(0.5, 1.0))
                 delay = min(delay * 2, 0.2)
@@ -245,8 +265,11 @@ class PostgresStore(ThreadConnections[Connection]):
                     self._forget(conn)
                 # Down, unreachable, out of disk: transient. After a lost COMMIT a pending
                 # claim (two-step protocol) records what may have happened.
-                raise self._unavailable(exc) from exc
+                raise self._failed(self._unavailable(exc)) from exc
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _failed(self, exc: StoreError) -> StoreError:
+        return FAULTS.failed(repr(self), exc) if self._opened else exc
 
     def _unavailable(self, exc: psycopg.OperationalError) -> StoreUnavailable:
         reason = " ".join(str(exc).split())[:300] or type(exc).__name__
@@ -257,12 +280,12 @@ class PostgresStore(ThreadConnections[Connection]):
         conn.execute(self._q["lock"], (f"labkit-schema:{self.schema}",))
         for statement in self._ddl:
             conn.execute(statement)
-        has_attempt = conn.execute(
+        has_holder = conn.execute(
             "SELECT 1 FROM information_schema.columns"
-            " WHERE table_schema = %s AND table_name = 'claims' AND column_name = 'attempt'",
+            " WHERE table_schema = %s AND table_name = 'claims' AND column_name = 'holder'",
             (self.schema,),
         ).fetchone()
-        if has_attempt is None:
+        if has_holder is None:
             for statement in self._migrate:
                 conn.execute(statement)
         conn.execute(self._q["epoch_init"], (new_epoch(),))
@@ -312,7 +335,7 @@ class PostgresStore(ThreadConnections[Connection]):
         def unit(conn: Connection) -> tuple[bool, bool]:
             return True, conn.execute(self._q["delete"], params).fetchone() is not None
 
-        return self._run(unit)
+        return self._run(unit, write=True)
 
     def add(self, note_id: str, uri: str, title: str) -> Note:
         """Create or replace a note (a replaced note gets a new identity)."""
@@ -338,7 +361,7 @@ class PostgresStore(ThreadConnections[Connection]):
                         break
             return True, added
 
-        return self._run(unit) if rows else []
+        return self._run(unit, write=True) if rows else []
 
     def move(self, note_id: str, uri: str) -> Note:
         """Move a note to another path, keeping its identity (a rename on disk)."""
@@ -347,7 +370,7 @@ class PostgresStore(ThreadConnections[Connection]):
         def unit(conn: Connection) -> tuple[bool, Row | None]:
             return True, conn.execute(self._q["move"], (text, note_id)).fetchone()
 
-        row = self._run(unit)
+        row = self._run(unit, write=True)
         if row is None:
             raise KeyError(note_id)
         return note_from_row(self._epoch, row)
@@ -367,14 +390,14 @@ class PostgresStore(ThreadConnections[Connection]):
                 self._collect(conn)
             return claim is Claim.CLAIMED, claim
 
-        return self._run(unit)
+        return self._run(unit, write=True)
 
     def release(self, principal: str, nonce: str) -> None:
         def unit(conn: Connection) -> tuple[bool, None]:
             conn.execute(self._q["release"], (principal, nonce))
             return True, None
 
-        self._run(unit)
+        self._run(unit, write=True)
 
     def used(self, principal: str, nonce: str) -> bool:
         def unit(conn: Connection) -> tuple[bool, bool]:
@@ -431,28 +454,40 @@ class PostgresStore(ThreadConnections[Connection]):
         def unit(conn: Connection) -> tuple[bool, Claim | Ticket]:
             row = conn.execute(self._q["pending_of"], key).fetchone()
             if row is not None:
-                return False, Ticket(*row)
+                return False, pending_ticket(row)
             claim = self._claim_in(conn, *key, ticket.expires_at)
             if claim is not Claim.CLAIMED:
                 return False, claim
-            conn.execute(self._q["mark_pending"], (ticket.note_id, ticket.attempt, *key))
+            marks = (ticket.note_id, ticket.attempt, ticket.holder, ticket.lease_until)
+            conn.execute(self._q["mark_pending"], (*marks, *key))
             self._collect(conn)
             return True, claim
 
-        return self._run(unit)
+        return self._run(unit, write=True)
 
-    def settle(self, ticket: Ticket, deleted: bool) -> None:
+    def settle(self, ticket: Ticket, deleted: bool) -> bool:
         query = self._q["complete" if deleted else "abandon"]
 
-        def unit(conn: Connection) -> tuple[bool, None]:
-            conn.execute(query, (ticket.principal, ticket.nonce, ticket.attempt))
-            return True, None
+        def unit(conn: Connection) -> tuple[bool, bool]:
+            changed = conn.execute(query, (ticket.principal, ticket.nonce, ticket.attempt))
+            return True, changed.rowcount == 1
 
-        self._run(unit)
+        return self._run(unit, write=True)
 
     def pending_claims(self) -> list[Ticket]:
         def unit(conn: Connection) -> tuple[bool, list[Ticket]]:
-            return True, [Ticket(*row) for row in conn.execute(self._q["pending"])]
+            return True, [pending_ticket(row) for row in conn.execute(self._q["pending"])]
+
+        return self._run(unit)
+
+    def claim_state(self, principal: str, nonce: str) -> ClaimState:
+        def unit(conn: Connection) -> tuple[bool, ClaimState]:
+            row = conn.execute(self._q["state_of"], (principal, nonce)).fetchone()
+            if row is None:
+                return True, None
+            if row[4] is not None:
+                return True, pending_ticket(row)
+            return True, Completed(row[3]) if row[2] > self._clock() else None
 
         return self._run(unit)
 
@@ -478,18 +513,18 @@ class PostgresStore(ThreadConnections[Connection]):
                 return False, None
             return True, True
 
-        return self._run(unit)
+        return self._run(unit, write=True)
 
     def fence(self, ticket: Ticket) -> bool:
         key = (ticket.principal, ticket.nonce, ticket.attempt)
 
         def unit(conn: Connection) -> tuple[bool, bool]:
             conn.execute(self._q["receipt"], (*key, False, ticket.expires_at))
-            row = conn.execute(self._q["receipt_of"], key).fetchone()
+            row = conn.execute(self._q["receipt_any"], key[:2]).fetchone()
             assert row is not None
             return True, bool(row[0])
 
-        return self._run(unit)
+        return self._run(unit, write=True)
 
     # -- AtomicDeleter -------------------------------------------------------------------------
 
@@ -499,12 +534,12 @@ class PostgresStore(ThreadConnections[Connection]):
         )
 
     def claim_and_delete(
-        self, replay: ReplayStore, confirmation: Confirmation
+        self, replay: ReplayStore, confirmation: Confirmation, holder: ClaimHolder = HOLDER
     ) -> tuple[Deletion, Note | None]:
         """Claim the nonce and delete the note in one transaction when `replay` is this schema
         of this database; otherwise claim first, then delete (`claim_then_delete`)."""
         if not isinstance(replay, PostgresStore) or not self.shares_database(replay):
-            return claim_then_delete(self, replay, confirmation)
+            return claim_then_delete(self, replay, confirmation, holder)
         claims = replay  # same schema: its bounds and clock, this store's connection
 
         def unit(conn: Connection) -> tuple[bool, tuple[Deletion, Note | None]]:
@@ -522,4 +557,4 @@ class PostgresStore(ThreadConnections[Connection]):
             claims._collect(conn)
             return True, (Deletion.DELETED, live)
 
-        return self._run(unit)
+        return self._run(unit, write=True)

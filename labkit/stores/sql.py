@@ -1,10 +1,10 @@
 """What the SQL backends (SQLite, PostgreSQL) share: how a note is stored as a row, how a
 workspace becomes an index range, the replay store's bounds, and a connection per thread.
 
-Owns: the row encoding of `Note.path` and `Note.identity`, the final (Python) decision of
-`find`, the PostgreSQL schema-name rule and default (configuration checks the same ones), and the
-per-thread connection bookkeeping (`ThreadConnections`). No database driver: a backend says how
-to open its connections.
+Owns: the row encoding of `Note.path`, `Note.identity` and a pending claim (`pending_ticket`),
+the final (Python) decision of `find`, the PostgreSQL schema-name rule and default
+(configuration checks the same ones), and the per-thread connection bookkeeping
+(`ThreadConnections`). No database driver: a backend says how to open its connections.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import secrets
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
-from typing import Generic, Protocol, Self, TypeVar
+from typing import Any, Generic, Protocol, Self, TypeVar
 
 from labkit.scope import Path, strictly_contains
-from labkit.stores import Note
+from labkit.stores import Note, Ticket
 
 # The PostgreSQL schema holding labkit's tables: 1 to 63 lowercase letters, digits and
 # underscores, not starting with a digit (an identifier that never needs quoting rules).
@@ -28,6 +28,8 @@ Row = tuple[str, str, str, int]
 """`(id, path text, title, generation)` as every note query selects it."""
 
 NOTE_COLUMNS = "id, path, title, generation"
+PENDING_COLUMNS = "principal, nonce, expires_at, note_id, attempt, holder, lease_until"
+"""A claim as every claim query selects it (`pending_ticket` reads it)."""
 
 
 def path_text(path: Path) -> str:
@@ -70,6 +72,13 @@ def generation_of(epoch: str, note_identity: str) -> int | None:
     if not note_identity.startswith(prefix) or not note_identity[len(prefix) :].isdigit():
         return None
     return int(note_identity[len(prefix) :])
+
+
+def pending_ticket(row: tuple[Any, ...]) -> Ticket:
+    """A pending claim's row (`PENDING_COLUMNS`) as its ticket. A claim left by a version
+    that named no holder has none, so it counts as gone."""
+    principal, nonce, expires_at, note_id, attempt, holder, lease_until = row
+    return Ticket(principal, nonce, expires_at, note_id, attempt, holder or "", lease_until or 0.0)
 
 
 def note_from_row(epoch: str, row: Row) -> Note:

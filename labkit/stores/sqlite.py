@@ -30,12 +30,18 @@ from labkit.scope import Path, parse_file_uri
 from labkit.stores import (
     DEFAULT_CAPACITY,
     DEFAULT_PER_PRINCIPAL,
+    FAULTS,
+    HOLDER,
     Claim,
+    ClaimHolder,
+    ClaimState,
+    Completed,
     Confirmation,
     Deletion,
     Note,
     ReplayStore,
     StoreBusy,
+    StoreError,
     StoreUnavailable,
     Ticket,
     claim_then_delete,
@@ -43,6 +49,7 @@ from labkit.stores import (
 )
 from labkit.stores.sql import (
     NOTE_COLUMNS,
+    PENDING_COLUMNS,
     Row,
     ThreadConnections,
     below,
@@ -51,11 +58,12 @@ from labkit.stores.sql import (
     new_epoch,
     note_from_row,
     path_text,
+    pending_ticket,
 )
 
 log = logging.getLogger("labkit.stores.sqlite")
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 BUSY_TIMEOUT_SECONDS: Final = 5.0
 LOCK_DEADLINE_SECONDS: Final = 60.0
 _FIRST_BACKOFF: Final = 0.002
@@ -78,7 +86,18 @@ _FAULT_CODES: Final = frozenset(
 # that stayed down) still finds it.
 RECEIPT_GRACE_SECONDS: Final = 7 * 86_400
 
-# Version 1 had no pending claims and no receipts; version 2 adds them (`_MIGRATE`).
+# Version 1 had no pending claims and no receipts; version 2 adds them; version 3 names the
+# holder of a pending claim and its lease (`_MIGRATE`).
+_PENDING_INDEX: Final = (
+    "CREATE INDEX IF NOT EXISTS claims_pending ON claims (principal, nonce)"
+    " WHERE attempt IS NOT NULL"
+)
+_RECEIPTS: Final = (
+    "CREATE TABLE IF NOT EXISTS receipts ("
+    " principal TEXT NOT NULL, nonce TEXT NOT NULL, attempt TEXT NOT NULL,"
+    " deleted INTEGER NOT NULL, expires_at REAL NOT NULL,"
+    " PRIMARY KEY (principal, nonce, attempt)) WITHOUT ROWID"
+)
 _SCHEMA: Final = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value NOT NULL)",
     "CREATE TABLE IF NOT EXISTS notes ("
@@ -87,22 +106,26 @@ _SCHEMA: Final = (
     "CREATE INDEX IF NOT EXISTS notes_path ON notes (path)",
     "CREATE TABLE IF NOT EXISTS claims ("
     " principal TEXT NOT NULL, nonce TEXT NOT NULL, expires_at REAL NOT NULL,"
-    " note_id TEXT, attempt TEXT,"
+    " note_id TEXT, attempt TEXT, holder TEXT, lease_until REAL,"
     " PRIMARY KEY (principal, nonce)) WITHOUT ROWID",
     "CREATE INDEX IF NOT EXISTS claims_expiry ON claims (expires_at)",
-    "CREATE TABLE IF NOT EXISTS receipts ("
-    " principal TEXT NOT NULL, nonce TEXT NOT NULL, attempt TEXT NOT NULL,"
-    " deleted INTEGER NOT NULL, expires_at REAL NOT NULL,"
-    " PRIMARY KEY (principal, nonce, attempt)) WITHOUT ROWID",
+    _PENDING_INDEX,
+    _RECEIPTS,
+)
+_TO_3: Final = (
+    "ALTER TABLE claims ADD COLUMN holder TEXT",
+    "ALTER TABLE claims ADD COLUMN lease_until REAL",
+    _PENDING_INDEX,
 )
 _MIGRATE: Final = {
     1: (
         "ALTER TABLE claims ADD COLUMN note_id TEXT",
         "ALTER TABLE claims ADD COLUMN attempt TEXT",
-        _SCHEMA[-1],
-    )
+        _RECEIPTS,
+        *_TO_3,
+    ),
+    2: _TO_3,
 }
-_PENDING_COLUMNS: Final = "principal, nonce, expires_at, note_id, attempt"
 
 Connect = Callable[[str, float], sqlite3.Connection]
 """How a connection is opened: `(path, busy timeout)`. Tests inject faults here."""
@@ -215,6 +238,7 @@ class SqliteStore(ThreadConnections[sqlite3.Connection]):
         self._lock_deadline = lock_deadline
         self._sleep = sleep
         self._connect = connect
+        self._opened = False  # until then a failure is the opener's to report, not FAULTS'
         super().__init__()
         existed = {s: os.path.exists(self.path + s) for s in ("", "-wal", "-shm")}
         try:
@@ -228,6 +252,7 @@ class SqliteStore(ThreadConnections[sqlite3.Connection]):
             raise
         # The file's identity tells whether another SqliteStore shares this database.
         self._file_id = (stat.st_dev, stat.st_ino)
+        self._opened = True
 
     # -- connections and the retry loop ------------------------------------------------------
 
@@ -261,6 +286,8 @@ class SqliteStore(ThreadConnections[sqlite3.Connection]):
                 try:
                     commit, result = unit(conn)
                     conn.execute("COMMIT" if commit else "ROLLBACK")
+                    if write and commit and self._opened:
+                        FAULTS.wrote(self.path)
                     return result
                 except BaseException:
                     if conn.in_transaction:
@@ -273,17 +300,22 @@ class SqliteStore(ThreadConnections[sqlite3.Connection]):
                         raise
                     # The disk or the process refused (ENOSPC, EIO, EMFILE): the transaction
                     # rolled back, so nothing changed; a short cause, no traceback.
-                    raise unavailable from exc
+                    raise self._failed(unavailable) from exc
                 if waited >= self._lock_deadline:
                     # Not a replay: nothing was claimed or deleted (stores.StoreBusy).
-                    raise StoreBusy(
-                        f"{self.path!r} stayed locked for {waited:.1f}s; nothing was changed"
-                    ) from exc
+                    busy = StoreBusy(
+                        f"{self.path!r} stayed locked for more than {self._lock_deadline:g}s; "
+                        "nothing was changed"
+                    )
+                    raise self._failed(busy) from exc
                 log.debug("%s locked (%s); retrying", self.path, exc)
                 pause = delay * random.uniform(0.5, 1.0)  # jitter: waiters do not retry in step
                 self._sleep(pause)
                 waited += pause + self._busy_timeout
                 delay = min(delay * 2, _MAX_BACKOFF)
+
+    def _failed(self, exc: StoreError) -> StoreError:
+        return FAULTS.failed(self.path, exc) if self._opened else exc
 
     def _read_schema(self, conn: sqlite3.Connection) -> tuple[bool, str | None]:
         """The epoch of a current database; None when the schema must be created first."""
@@ -449,10 +481,19 @@ class SqliteStore(ThreadConnections[sqlite3.Connection]):
         ).rowcount
         if inserted != 1:
             return Claim.USED
+        # Only live claims count: an expired one never refuses anybody. The settled ones went
+        # above; an expired pending one (not yet resolved, whatever its holder) stays until
+        # it is settled, and is subtracted, read from the small index of pending claims (a
+        # whole-table count is far cheaper than a range over every live claim).
+        now = self._clock()
         owned, total = conn.execute(
-            "SELECT (SELECT count(*) FROM claims WHERE principal = ?),"
-            " (SELECT count(*) FROM claims)",
-            (principal,),
+            "SELECT (SELECT count(*) FROM claims WHERE principal = ?)"
+            " - (SELECT count(*) FROM claims INDEXED BY claims_pending"
+            "    WHERE principal = ? AND attempt IS NOT NULL AND expires_at <= ?),"
+            " (SELECT count(*) FROM claims)"
+            " - (SELECT count(*) FROM claims INDEXED BY claims_pending"
+            "    WHERE attempt IS NOT NULL AND expires_at <= ?)",
+            (principal, principal, now, now),
         ).fetchone()
         # Counted with the new row, hence ">": the same limits as MemoryReplayStore's ">=".
         if total > self.capacity or owned > self.per_principal:
@@ -462,41 +503,61 @@ class SqliteStore(ThreadConnections[sqlite3.Connection]):
     # -- the two-step protocol (labkit.stores) --------------------------------------------------
 
     def claim_pending(self, ticket: Ticket) -> Claim | Ticket:
-        principal, nonce = ticket.principal, ticket.nonce
+        key = principal, nonce = ticket.principal, ticket.nonce
 
         def unit(conn: sqlite3.Connection) -> tuple[bool, Claim | Ticket]:
             row = conn.execute(
-                f"SELECT {_PENDING_COLUMNS} FROM claims"
+                f"SELECT {PENDING_COLUMNS} FROM claims"
                 " WHERE principal = ? AND nonce = ? AND attempt IS NOT NULL",
                 (principal, nonce),
             ).fetchone()
             if row is not None:
-                return False, Ticket(*row)
+                return False, pending_ticket(row)
             claim = self._claim_in(conn, principal, nonce, ticket.expires_at)
             if claim is Claim.CLAIMED:
                 conn.execute(
-                    "UPDATE claims SET note_id = ?, attempt = ? WHERE principal = ? AND nonce = ?",
-                    (ticket.note_id, ticket.attempt, principal, nonce),
+                    "UPDATE claims SET note_id = ?, attempt = ?, holder = ?, lease_until = ?"
+                    " WHERE principal = ? AND nonce = ?",
+                    (ticket.note_id, ticket.attempt, ticket.holder, ticket.lease_until, *key),
                 )
             return claim is not Claim.FULL, claim
 
         return self._run(unit, write=True)
 
-    def settle(self, ticket: Ticket, deleted: bool) -> None:
-        # Completed, a claim keeps naming its note (operators can match deletions to nonces).
-        verb = "UPDATE claims SET attempt = NULL" if deleted else "DELETE FROM claims"
+    def settle(self, ticket: Ticket, deleted: bool) -> bool:
+        # Completed, a claim keeps naming its note (operators can match deletions to nonces,
+        # and a request that waited on it learns which note went).
+        verb = (
+            "UPDATE claims SET attempt = NULL, holder = NULL, lease_until = NULL"
+            if deleted
+            else "DELETE FROM claims"
+        )
         statement = f"{verb} WHERE principal = ? AND nonce = ? AND attempt = ?"
 
-        def unit(conn: sqlite3.Connection) -> tuple[bool, None]:
-            conn.execute(statement, (ticket.principal, ticket.nonce, ticket.attempt))
-            return True, None
+        def unit(conn: sqlite3.Connection) -> tuple[bool, bool]:
+            changed = conn.execute(statement, (ticket.principal, ticket.nonce, ticket.attempt))
+            return True, changed.rowcount == 1
 
-        self._run(unit, write=True)
+        return self._run(unit, write=True)
 
     def pending_claims(self) -> list[Ticket]:
         def unit(conn: sqlite3.Connection) -> tuple[bool, list[Ticket]]:
-            query = f"SELECT {_PENDING_COLUMNS} FROM claims WHERE attempt IS NOT NULL"
-            return True, [Ticket(*row) for row in conn.execute(query)]
+            query = f"SELECT {PENDING_COLUMNS} FROM claims WHERE attempt IS NOT NULL"
+            return True, [pending_ticket(row) for row in conn.execute(query)]
+
+        return self._run(unit, write=False)
+
+    def claim_state(self, principal: str, nonce: str) -> ClaimState:
+        def unit(conn: sqlite3.Connection) -> tuple[bool, ClaimState]:
+            row = conn.execute(
+                f"SELECT {PENDING_COLUMNS} FROM claims WHERE principal = ? AND nonce = ?",
+                (principal, nonce),
+            ).fetchone()
+            if row is None:
+                return True, None
+            if row[4] is not None:
+                return True, pending_ticket(row)
+            return True, Completed(row[3]) if row[2] > self._clock() else None
 
         return self._run(unit, write=False)
 
@@ -540,8 +601,7 @@ class SqliteStore(ThreadConnections[sqlite3.Connection]):
                 (*key, ticket.expires_at),
             )
             row = conn.execute(
-                "SELECT deleted FROM receipts WHERE principal = ? AND nonce = ? AND attempt = ?",
-                key,
+                "SELECT max(deleted) FROM receipts WHERE principal = ? AND nonce = ?", key[:2]
             ).fetchone()
             return True, bool(row[0])
 
@@ -553,12 +613,12 @@ class SqliteStore(ThreadConnections[sqlite3.Connection]):
         return other is self or (isinstance(other, SqliteStore) and other._file_id == self._file_id)
 
     def claim_and_delete(
-        self, replay: ReplayStore, confirmation: Confirmation
+        self, replay: ReplayStore, confirmation: Confirmation, holder: ClaimHolder = HOLDER
     ) -> tuple[Deletion, Note | None]:
         """Claim the nonce and delete the note in one `BEGIN IMMEDIATE` transaction when
         `replay` is this database; otherwise claim first, then delete (`claim_then_delete`)."""
         if not isinstance(replay, SqliteStore) or not self.shares_database(replay):
-            return claim_then_delete(self, replay, confirmation)
+            return claim_then_delete(self, replay, confirmation, holder)
         claims = replay  # same file: its bounds and clock, this store's connection
 
         def unit(conn: sqlite3.Connection) -> tuple[bool, tuple[Deletion, Note | None]]:

@@ -5,10 +5,21 @@ head, or idles between keep-alive requests is closed when it passes), the head s
 and close, before the parser buffers more), the discarding of a body left unread by an early
 answer (413, 404, ...: the rest is read and dropped, bounded in bytes and time, then the
 connection serves its next request or is closed, so a client still sending receives the answer
-instead of a reset), the cap on concurrent connections (to make room, the connection that has
-waited longest for a head, or is discarding, is closed first, then the one whose request body
-has stalled longest; a log line says so), and the uvicorn configuration that installs them.
-Must not import the core or the endpoint: it sees bytes and sockets, never JSON-RPC.
+instead of a reset), admission at the cap on concurrent connections, and the uvicorn
+configuration that installs them. Must not import the core or the endpoint: it sees bytes and
+sockets, never JSON-RPC.
+
+Admission. A connection under the cap is admitted at once. At the cap a new connection is
+held, unadmitted, until it speaks: its first bytes (a client sends its request right after
+connecting) make room for it by closing an admitted connection that holds no request in
+progress and has nothing unread in the kernel: one already answered and discarding an unread
+body or one that never sent a whole head, oldest first, then an idle keep-alive one, then a
+request whose body has stalled longest (it was admitted, so it is answered 503 first). A held
+connection that stays silent for `HOLD_SECONDS`, or is the oldest when more than
+`max_held` are held, is refused before it was ever admitted (a 503, then close); so is one
+that speaks when nothing can make room. A request that was admitted is thus never closed
+without an answer, and idle sockets, however fast they reconnect, never push out a client
+that sends its request. Refusals at the cap are counted and logged at a bounded rate.
 
 Why here and not in uvicorn's settings (uvicorn 0.55, httptools 0.9): its keep-alive timer is
 armed only after a response and cancelled by any byte, so a connection that sends nothing or
@@ -21,15 +32,20 @@ So the protocol below is uvicorn's own httptools protocol with these checks arou
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
 import math
 import os
 import resource
+import socket
+import sys
+import termios
 from typing import Any, ClassVar, Final
 
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from labkit.refusals import RefusalLog
 from labkit.transports.limits import TIMER_SLACK_SECONDS, ConnectionLimits
 
 __all__ = ["ConnectionLimits", "GuardedProtocol", "descriptor_budget", "server_config"]
@@ -39,10 +55,18 @@ log = logging.getLogger("labkit.transports.connections")
 # Descriptors kept back from connections: worker threads' database connections (SQLite opens
 # three files per connection in WAL mode), the journal, logs, the interpreter's own files.
 RESERVED_DESCRIPTORS: Final = 128
-# At most one "connection cap reached" line per this many seconds: the line must show, but an
-# attack must not turn into a flood of log lines.
-CAP_LOG_INTERVAL_SECONDS: Final = 60.0
+# How long a connection that arrived at the cap may stay silent before it is refused.
+HOLD_SECONDS: Final = 0.5
 
+_SERVICE_UNAVAILABLE: Final = (
+    b"HTTP/1.1 503 Service Unavailable\r\n"
+    b"content-type: text/plain; charset=utf-8\r\n"
+    b"content-length: 46\r\n"
+    b"retry-after: 1\r\n"
+    b"connection: close\r\n"
+    b"\r\n"
+    b"Service Unavailable: too many connections now\n"
+)
 _HEAD_TOO_LARGE: Final = (
     b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
     b"content-type: text/plain; charset=utf-8\r\n"
@@ -67,46 +91,106 @@ def descriptor_budget(requested: int) -> int:
 
 
 class _Admission:
-    """The connections of one server: all of them; those waiting for a head or discarding an
-    unread body, oldest first; and those whose request body is arriving, least recently
-    active first (a dict keeps insertion order; a connection that receives moves to the end)."""
+    """The connections of one server: the admitted ones; among them those holding no request
+    in progress (waiting for a head, or discarding an unread body), oldest first, and those
+    whose request body is arriving, least recently active first (a dict keeps insertion
+    order; a connection that receives moves to the end); and those held at the cap, oldest
+    first. `max_held` bounds the held ones (their descriptors come out of the reserve)."""
 
-    def __init__(self, max_connections: int) -> None:
+    def __init__(self, max_connections: int, max_held: int) -> None:
         self.max_connections = max_connections
+        self.max_held = max_held
         self.open: set[GuardedProtocol] = set()
         self.waiting: dict[GuardedProtocol, None] = {}
         self.receiving: dict[GuardedProtocol, None] = {}
-        self.evicted = 0
-        self.logged_at: float | None = None
+        self.held: dict[GuardedProtocol, None] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        # Refusals at the head size cap and the connection cap: a line per limit per minute
+        # at most, with the count (an attack must not turn into a flood of log lines).
+        self.refusals = RefusalLog(log)
 
-    def admit(self, new: GuardedProtocol) -> None:
-        self.open.add(new)
-        if len(self.open) <= self.max_connections:
-            return
-        # Make room by closing the connection that has waited longest without a complete
-        # head (an attacker's idle sockets go first), then the one whose body has stalled
-        # longest (a client that declared a body and stopped sending it): a request whose
-        # body has arrived is never cut, nor one that we stopped reading (a pipelined request
-        # behind another, or a body the endpoint has not yet taken).
-        victim = next((p for p in self.waiting if p is not new and not p.busy()), None)
+    def arrive(self, new: GuardedProtocol) -> bool:
+        """Whether `new` is admitted now; if not, it is held until it speaks (`speak`)."""
+        if len(self.open) < self.max_connections:
+            self.open.add(new)
+            return True
+        self.held[new] = None
+        # Too many held: the oldest go, but one whose request has arrived (unread yet) is
+        # admitted instead of refused.
+        for protocol in list(self.held):
+            if len(self.held) <= self.max_held:
+                break
+            if not protocol.unread():
+                self._refuse(protocol, "more connections held than max_held")
+            elif self.speak(protocol):
+                protocol.admitted()
+        if self._timer is None:
+            self._timer = new.loop.call_later(HOLD_SECONDS, self._expire_held)
+        return False
+
+    def speak(self, held: GuardedProtocol) -> bool:
+        """`held` sent its first bytes: admit it if a connection can make room."""
+        del self.held[held]
+        victim = self._victim()
         if victim is None:
-            victim = next((p for p in self.receiving if not p.flow.read_paused), new)
+            self._refuse(held, "every connection has a request in progress")
+            return False
         self.forget(victim)
-        victim.transport.close()
-        self.evicted += 1
-        now = new.loop.time()
-        if self.logged_at is None or now - self.logged_at >= CAP_LOG_INTERVAL_SECONDS:
-            log.warning(
-                "connection cap reached: %d connections open (max_connections %d); closed %d "
-                "connection(s) still waiting for a request head or body",
-                len(self.open) + 1,
-                self.max_connections,
-                self.evicted,
-            )
-            self.logged_at, self.evicted = now, 0
+        victim.make_room()
+        self.refusals.refused(
+            "max_connections",
+            f"connection cap reached ({self.max_connections} open): closed connections that "
+            "held no admitted request (or a stalled body, answered 503) for clients that sent "
+            "theirs",
+        )
+        self.open.add(held)
+        return True
+
+    def _victim(self) -> GuardedProtocol | None:
+        idle: GuardedProtocol | None = None  # the oldest idle keep-alive connection
+        for protocol in self.waiting:
+            if protocol.busy():
+                continue
+            owes_nothing = protocol.discarding() or not protocol.requests
+            if (owes_nothing or idle is None) and not protocol.unread():
+                if owes_nothing:
+                    return protocol
+                idle = protocol
+        if idle is not None:
+            return idle
+        for protocol in self.receiving:
+            if not protocol.flow.read_paused and not protocol.unread():
+                return protocol
+        return None
+
+    def _expire_held(self) -> None:
+        """Refuse the connections held silent for `HOLD_SECONDS`; check again later for the
+        others."""
+        self._timer = None
+        if not self.held:
+            return
+        oldest = next(iter(self.held))
+        expired = oldest.loop.time() - HOLD_SECONDS + TIMER_SLACK_SECONDS
+        for protocol in list(self.held):
+            if protocol.opened_at > expired:
+                break
+            self._refuse(protocol, f"silent for {HOLD_SECONDS:g}s")
+        if self.held:
+            first = next(iter(self.held))
+            self._timer = first.loop.call_at(first.opened_at + HOLD_SECONDS, self._expire_held)
+
+    def _refuse(self, protocol: GuardedProtocol, why: str) -> None:
+        self.held.pop(protocol, None)
+        protocol.refuse()
+        self.refusals.refused(
+            "max_connections",
+            f"connection cap reached ({self.max_connections} open): refused a new connection "
+            f"before it was admitted ({why})",
+        )
 
     def forget(self, protocol: GuardedProtocol) -> None:
         self.open.discard(protocol)
+        self.held.pop(protocol, None)
         self.waiting.pop(protocol, None)
         self.receiving.pop(protocol, None)
 
@@ -137,11 +221,16 @@ class GuardedProtocol(HttpToolsProtocol):
         self._body_pending = False  # a head was parsed, the end of its body not yet
         self._discard_timer: asyncio.TimerHandle | None = None
         self._discarded = 0
+        self.opened_at = 0.0
+        self.requests = 0  # request heads completed on this connection
+        self._held = False  # arrived at the cap, not admitted until it speaks
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._await_head()
-        self.admission.admit(self)
+        self.opened_at = self.loop.time()
+        self._held = not self.admission.arrive(self)
+        if not self._held:
+            self._await_head()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_head_timer()
@@ -152,6 +241,10 @@ class GuardedProtocol(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return
+        if self._held:
+            if not self.admission.speak(self):
+                return
+            self.admitted()
         if self._discard_timer is not None:
             self._discarded += len(data)
             if self._discarded > self.limits.discard_body_bytes:
@@ -185,6 +278,7 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._head_done()
+        self.requests += 1
         self._body_pending = True
         self.admission.receiving[self] = None
         super().on_headers_complete()
@@ -264,6 +358,43 @@ class GuardedProtocol(HttpToolsProtocol):
         """Whether a request on this connection is being answered."""
         return self.cycle is not None and not self.cycle.response_complete
 
+    def discarding(self) -> bool:
+        """Whether it was answered and drops what is left of an unread body."""
+        return self._discard_timer is not None
+
+    def unread(self) -> int:
+        """How many bytes the kernel holds for this connection that the loop has not read
+        (a head that arrived while the loop was busy)."""
+        sock = self.transport.get_extra_info("socket")
+        try:
+            waiting = fcntl.ioctl(sock.fileno(), termios.FIONREAD, bytes(4))
+            return int.from_bytes(waiting, sys.byteorder)
+        except (AttributeError, OSError, ValueError):
+            return 0
+
+    def admitted(self) -> None:
+        """A connection held at the cap was admitted (`_Admission.speak`)."""
+        self._held = False
+        self._await_head()
+
+    def make_room(self) -> None:
+        """Close this connection for a new one (`_Admission`): a request whose body was
+        still arriving is answered 503 first (it was admitted)."""
+        if self._body_pending:
+            if self.cycle is not None:
+                self.cycle.keep_alive = False
+            self.refuse()
+        else:
+            self._refused = True
+            self.transport.close()
+
+    def refuse(self) -> None:
+        """Answer 503 (too many connections, retry) and close."""
+        self._refused = True
+        if not self.transport.is_closing():
+            self.transport.write(_SERVICE_UNAVAILABLE)
+            self.transport.close()
+
     def _head_expired(self) -> None:
         self._head_deadline = None
         self.admission.waiting.pop(self, None)
@@ -280,23 +411,37 @@ class GuardedProtocol(HttpToolsProtocol):
     def _refuse_head(self) -> None:
         self._refused = True
         self._head_done()
-        log.info(
-            "refused a request head from %s: over max_head_bytes (%d)",
-            self.client,
-            self.limits.max_head_bytes,
+        self.admission.refusals.refused(
+            "max_head_bytes", f"a request head over {self.limits.max_head_bytes} bytes (431)"
         )
         self.transport.write(_HEAD_TOO_LARGE)
         self.transport.close()
 
 
-def guarded_protocol(limits: ConnectionLimits, *, max_connections: int) -> type[GuardedProtocol]:
-    """A protocol class for one server: its own limits and its own set of connections."""
+def defer_accept(sock: socket.socket, limits: ConnectionLimits) -> None:
+    """Ask the kernel to hand a connection to the server only once its first bytes have
+    arrived (Linux `TCP_DEFER_ACCEPT`), waiting at most the head deadline: a socket that
+    says nothing then costs the server no descriptor and no slot, however many there are and
+    however fast they reconnect, and a client that sends its request is accepted with it in
+    hand. Elsewhere nothing changes (the admission rules above still hold)."""
+    option = getattr(socket, "TCP_DEFER_ACCEPT", None)
+    if option is not None:
+        sock.setsockopt(socket.IPPROTO_TCP, option, max(1, math.ceil(limits.head_timeout_seconds)))
+
+
+def guarded_protocol(
+    limits: ConnectionLimits, *, max_connections: int, max_held: int | None = None
+) -> type[GuardedProtocol]:
+    """A protocol class for one server: its own limits and its own set of connections.
+    `max_held` bounds the connections held at the cap (default: half the descriptor reserve,
+    at most `max_connections`)."""
 
     class LabkitHttpProtocol(GuardedProtocol):
         pass
 
+    held = max_held if max_held is not None else min(max_connections, RESERVED_DESCRIPTORS // 2)
     LabkitHttpProtocol.limits = limits
-    LabkitHttpProtocol.admission = _Admission(max_connections)
+    LabkitHttpProtocol.admission = _Admission(max_connections, max(1, held))
     return LabkitHttpProtocol
 
 

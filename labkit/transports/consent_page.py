@@ -42,10 +42,12 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from labkit.auth import Authenticator
 from labkit.stores import StoreBusy
 from labkit.stores.consent import ConsentLink, Grant
+from labkit.transports.guard import Guarded, HostRule
 from labkit.transports.limits import DEFAULT_TIMEOUT_SECONDS, BodyRefused, read_body
 from labkit.url_mode import CONNECT_PATH, ConsentService
 
@@ -54,7 +56,6 @@ log = logging.getLogger("labkit.transports.consent_page")
 _T = TypeVar("_T")
 
 MAX_FORM_BYTES: Final = 4096  # the form is two short fields: a far smaller cap than /mcp's
-LOOPBACK_NAMES: Final = ("127.0.0.1", "localhost", "[::1]")
 
 _HEADERS: Final = {
     "cache-control": "no-store",
@@ -135,11 +136,9 @@ class ConsentPage:
             return _busy(exc)
 
     async def _signed_in(self, request: Request) -> tuple[str, str] | Response:
-        """(principal, host), or the refusal: a foreign Host, or no sign-in."""
+        """(principal, host), or the refusal: no sign-in. (The Host was checked before the
+        page was reached: `labkit.transports.guard`.)"""
         host = request.headers.get("host", "").lower()
-        port = (request.scope.get("server") or ("", 0))[1]
-        if not self._host_allowed(host, port):
-            return _page(421, "Misdirected request", "<p>Unknown host.</p>")
         principal = self._principal(request.headers.get("authorization"))
         if principal is None:
             return _page(
@@ -208,13 +207,6 @@ class ConsentPage:
         if request.method == "GET":
             return self._form(link, principal)
         return await self._submit(request, link, principal, host, deadline)
-
-    def _host_allowed(self, host: str, port: int) -> bool:
-        if host in self.allowed_hosts or host.rsplit(":", 1)[0] in self.allowed_hosts:
-            return True
-        if port == 80 and host in LOOPBACK_NAMES:
-            return True
-        return host in {f"{name}:{port}" for name in LOOPBACK_NAMES}
 
     def _principal(self, authorization: str | None) -> str | None:
         if authorization is None:
@@ -337,6 +329,8 @@ def _duration(seconds: float) -> str:
     return f"{seconds:g} seconds"
 
 
-def create_consent_app(page: ConsentPage) -> Starlette:
-    """The consent page alone: what a stdio server serves on its loopback listener."""
-    return Starlette(routes=page.routes())
+def create_consent_app(page: ConsentPage) -> ASGIApp:
+    """The consent page alone, behind the checks every route has (one copy of each header
+    the page reads, a Host of this server's): what a stdio server serves on its loopback
+    listener."""
+    return Guarded(Starlette(routes=page.routes()), HostRule(page.allowed_hosts))

@@ -1,6 +1,6 @@
 """Streamable HTTP at 2026-07-28: one POST endpoint around `Server.handle`.
 
-Owns: DNS-rebinding protection (Host and Origin), bearer authentication, the body size limit
+Owns: the Origin check, bearer authentication, the body size limit
 and the per-request timeout (the body is read by `limits.read_body`, as the consent page's
 is), the routing-header checks, and the mapping of JSON-RPC outcomes to
 HTTP statuses (`labkit.errors.http_status`). Stateless: `Mcp-Session-Id` and `Last-Event-ID`
@@ -14,8 +14,10 @@ status. A client that goes away mid-stream ends the wait (the thread finishes on
 
 The endpoint is a plain ASGI callable, and `create_app`'s app is the endpoint itself: a request
 for its path is served directly, with one pass over the headers (decoding only those it
-reads), one loop timer for the body deadline and one core call; no request object, router or
-middleware stack is built. Starlette serves everything else (the consent page, 404s).
+reads, and applying the rules of `labkit.transports.guard`: one copy of each singleton header,
+a Host of this server's), one loop timer for the body deadline and one core call; no request
+object, router or middleware stack is built. Starlette serves everything else (the consent
+page, 404s), behind `guard.Guarded`.
 
 With `legacy` (a `LegacyHttp`), 2025-11-25 clients are served on the same endpoint: a request
 whose `MCP-Protocol-Version` is not 2026-07-28 and that is an `initialize` or carries an
@@ -45,6 +47,16 @@ from labkit.errors import SERVER_BUSY, ProtocolError, http_status
 from labkit.server import RequestContext, Server
 from labkit.transports.consent_page import ConsentPage
 from labkit.transports.envelope import ROUTING_HEADERS, header_mismatch, routing_mismatch
+from labkit.transports.guard import (
+    LOOPBACK_NAMES,
+    REFUSALS,
+    SINGLETON_HEADERS,
+    Guarded,
+    HostRule,
+    duplicate_header,
+    port_of,
+    send_text,
+)
 from labkit.transports.legacy_http import SESSION_HEADER, LegacyHttp, Streamed
 from labkit.transports.limits import (
     DEFAULT_MAX_BODY_BYTES,
@@ -62,7 +74,6 @@ DEFAULT_PATH: Final = "/mcp"
 # thread so one slow call never stalls the event loop. Everything else is answered inline:
 # a thread hop costs far more than discovery or a listing does.
 DEFAULT_BLOCKING_METHODS: Final = frozenset({"tools/call"})
-LOOPBACK_NAMES: Final = ("127.0.0.1", "localhost", "[::1]")
 
 _JSON_HEADERS: Final = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
 RETRY_AFTER_SECONDS: Final = 1
@@ -116,7 +127,7 @@ class McpEndpoint:
         self.server = server
         self.authenticator = authenticator
         self.allowed_origins = frozenset(o.lower().rstrip("/") for o in allowed_origins)
-        self.allowed_hosts = frozenset(h.lower() for h in allowed_hosts)
+        self.hosts = HostRule(allowed_hosts)
         self.max_body_bytes = max_body_bytes
         self.timeout_seconds = timeout_seconds
         self.blocking_methods = frozenset(blocking_methods)
@@ -136,37 +147,46 @@ class McpEndpoint:
         # One pass over the raw headers: only those the endpoint reads are decoded.
         fields: dict[str, str] = {}
         routing: list[tuple[str, str]] = []
+        twice: bytes | None = None
         for raw_name, raw_value in scope["headers"]:
             name = _USED_HEADERS.get(raw_name)
             if name is not None:
                 value = raw_value.decode("latin-1")
-                fields[name] = value  # the last copy, as a dict of every header kept it
+                if name in fields:
+                    if raw_name in SINGLETON_HEADERS:
+                        twice = raw_name
+                    elif name == "accept":  # a list: the copies are one value (RFC 9110 5.3)
+                        value = f"{fields[name]}, {value}"
+                fields[name] = value
                 if name in ROUTING_HEADERS:
                     routing.append((name, value))
         try:
+            if twice is not None:
+                raise _Reject(400, duplicate_header(twice))
             answer = await self._answer(scope, receive, fields, routing)
         except _Reject as reject:
-            await _send(send, reject.status, reject.text.encode(), reject.headers, "text/plain")
+            await send_text(send, reject.status, reject.text, reject.headers)
             return
         if callable(answer):  # a legacy session's response writes itself (JSON or a stream)
             await _until_disconnect(answer, send, receive)
             return
         status, body = answer
         if body is None:
-            await _send(send, status, b"", [], None)
+            headers: list[tuple[bytes, bytes]] = []
+            body = b""
         elif isinstance(body, _EventStream):
-            await _send(send, status, body, SSE_HEADERS, None)
+            headers = SSE_HEADERS
         else:
             # 503 is -32001: a busy or failing store, nothing done; say when to come back.
             headers = _RETRY_HEADERS if status == 503 else _JSON_HEADERS
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": status,
-                    "headers": [*headers, (b"content-length", b"%d" % len(body))],
-                }
-            )
-            await send({"type": "http.response.body", "body": body})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [*headers, (b"content-length", b"%d" % len(body))],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
 
     async def _answer(
         self,
@@ -291,20 +311,14 @@ class McpEndpoint:
     def _check_host_and_origin(self, scope: Scope, fields: dict[str, str]) -> None:
         """DNS-rebinding protection: a page on evil.example resolved to 127.0.0.1 still sends
         `Host: evil.example` and its own `Origin`. An absent Origin is a non-browser client."""
-        port = (scope.get("server") or ("", 0))[1]
+        port = port_of(scope)
         host = fields.get("host", "").lower()
-        if not host or not self._host_allowed(host, port):
-            log.warning("refused request for Host %r", host[:200])
-            raise _Reject(421, "Misdirected Request: unknown Host")
+        if not host or not self.hosts.allows(host, port):
+            raise _Reject(*self.hosts.refused(host))
         origin = fields.get("origin")
         if origin is not None and not self._origin_allowed(origin.lower().rstrip("/"), port):
-            log.warning("refused request from Origin %r", origin[:200])
+            REFUSALS.refused("the Origin check", f"Origin {origin[:200]!r} is not allowed")
             raise _Reject(403, "Forbidden: Origin not allowed")
-
-    def _host_allowed(self, host: str, port: int) -> bool:
-        if host in self.allowed_hosts or _host_part(host) in self.allowed_hosts:
-            return True
-        return host in _loopback_hosts(port) or (port == 80 and host in LOOPBACK_NAMES)
 
     def _origin_allowed(self, origin: str, port: int) -> bool:
         return origin in self.allowed_origins or origin in _loopback_origins(port)
@@ -318,7 +332,9 @@ class McpEndpoint:
             return await anyio.to_thread.run_sync(
                 self.server.handle, message, context, abandon_on_cancel=True
             )
-        log.warning("request %r timed out after %.1fs", raw_id, self.timeout_seconds)
+        REFUSALS.refused(
+            "timeout_seconds", f"a call did not finish within {self.timeout_seconds:g}s"
+        )
         timeout = ProtocolError(
             SERVER_BUSY, "Request timed out; it may still complete. Retry with care."
         )
@@ -395,23 +411,10 @@ _CHALLENGE: Final = (b"www-authenticate", b'Bearer realm="labkit"')
 
 
 @functools.lru_cache(maxsize=16)
-def _loopback_hosts(port: int) -> frozenset[str]:
-    return frozenset(f"{name}:{port}" for name in LOOPBACK_NAMES)
-
-
-@functools.lru_cache(maxsize=16)
 def _loopback_origins(port: int) -> frozenset[str]:
     return frozenset(
         f"{scheme}://{name}:{port}" for scheme in ("http", "https") for name in LOOPBACK_NAMES
     )
-
-
-def _host_part(host: str) -> str:
-    """`example.com:8443` -> `example.com`; `[::1]:8000` -> `[::1]`."""
-    if host.startswith("["):
-        return host[: host.find("]") + 1]
-    name, colon, port = host.rpartition(":")
-    return name if colon and port.isdigit() else host
 
 
 @functools.lru_cache(maxsize=256)
@@ -440,20 +443,6 @@ def _check_media_types(fields: dict[str, str]) -> bool:
     if not kinds & _JSON_TYPES:
         raise _Reject(406, "Not Acceptable: responses are application/json")
     return _EVENT_STREAM in kinds
-
-
-async def _send(
-    send: Send,
-    status: int,
-    body: bytes,
-    headers: list[tuple[bytes, bytes]],
-    text_type: str | None,
-) -> None:
-    response_headers = [*headers, (b"content-length", str(len(body)).encode())]
-    if text_type is not None:
-        response_headers.append((b"content-type", f"{text_type}; charset=utf-8".encode()))
-    await send({"type": "http.response.start", "status": status, "headers": response_headers})
-    await send({"type": "http.response.body", "body": body})
 
 
 def create_app(
@@ -491,7 +480,10 @@ def create_app(
         legacy=legacy,
     )
     routes: list[BaseRoute] = [*consent_page.routes()] if consent_page is not None else []
-    # The router's own copy of the endpoint serves whatever reaches it, with no dispatch.
-    endpoint._fallback = Starlette(routes=[Route(path, copy.copy(endpoint)), *routes])
+    # The router's own copy of the endpoint serves whatever reaches it, with no dispatch;
+    # the router is reached only past the same header and Host checks as /mcp (a trailing
+    # slash redirect must not send a browser to a Host nobody checked).
+    router = Starlette(routes=[Route(path, copy.copy(endpoint)), *routes])
+    endpoint._fallback = Guarded(router, endpoint.hosts)
     endpoint._path = path
     return endpoint

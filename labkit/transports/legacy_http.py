@@ -37,11 +37,14 @@ from labkit import legacy
 from labkit.clock import Clock, system_clock
 from labkit.errors import INVALID_REQUEST, SERVER_BUSY, ProtocolError
 from labkit.legacy import LegacyCall, LegacyLimits, LegacySession, Step, is_response
+from labkit.refusals import RefusalLog
 from labkit.server import RequestContext, Server
 from labkit.transports.sse import SSE_HEADERS, event, wants_event_stream
 from labkit.wire import PROTOCOL_VERSION, RequestId, encode, error_response, is_request_id
 
 log = logging.getLogger("labkit.transports.legacy_http")
+# Refusals at the [legacy] bounds: counted, a line per bound per minute at most.
+REFUSALS: Final = RefusalLog(log)
 
 SESSION_HEADER: Final = "mcp-session-id"
 _DEFAULTS: Final = LegacyLimits()
@@ -195,7 +198,7 @@ class LegacyHttp:
         if len(self.sessions) >= self.max_sessions:
             self._make_room(principal)
         if len(self.sessions) >= self.max_sessions:
-            log.warning("legacy session table full (%d)", self.max_sessions)
+            REFUSALS.refused("max_sessions", f"legacy session table full ({self.max_sessions})")
             return _refuse(503, message.get("id"), "Too many sessions", SERVER_BUSY)
         session_id = self.id_source()
         context = RequestContext(principal=principal, transport="http")
@@ -259,13 +262,18 @@ class LegacyHttp:
         """Count a new call in, or say why it is refused (a bound on calls in progress)."""
         limits = self.limits
         if held.calls >= limits.calls_per_session:
-            log.warning("legacy call refused for %r: session at its bound", held.principal)
+            REFUSALS.refused(
+                "max_calls_per_session", f"legacy call of {held.principal!r}: session at its bound"
+            )
             return (
                 f"Too many calls in progress in this session (at most "
                 f"{limits.calls_per_session}): answer or end them first"
             )
         if self.calls[held.principal] >= limits.calls_per_principal:
-            log.warning("legacy call refused for %r: principal at its bound", held.principal)
+            REFUSALS.refused(
+                "max_calls_per_principal",
+                f"legacy call of {held.principal!r}: principal at its bound",
+            )
             return (
                 f"Too many calls in progress for this principal (at most "
                 f"{limits.calls_per_principal}): answer or end them first"

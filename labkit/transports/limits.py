@@ -6,17 +6,21 @@ the request head, connections, the unread body after an early answer, the stdio 
 `read_body`, the one bounded reader of a request body that every HTTP route uses (`/mcp` and
 the consent page): a declared or received size over the cap is 413, a body that has not
 arrived by the deadline is 408 (with `connection: close`: a slow client is not waited for).
-Imports nothing from labkit (only the standard library): the configuration reads these
-without loading a server stack.
+Imports from labkit only `labkit.refusals` (itself standard library only): the configuration
+reads these without loading a server stack. A refused body is counted and logged at a bounded
+rate (`REFUSALS`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
+
+from labkit.refusals import RefusalLog
 
 DEFAULT_HOST: Final = "127.0.0.1"  # loopback unless told otherwise (DNS rebinding)
 DEFAULT_PORT: Final = 8000
@@ -71,6 +75,13 @@ class BodyRefused(Exception):
 
 
 _CLOSE: Final = ((b"connection", b"close"),)
+# Bodies refused at a limit: counted, a line per limit per minute at most.
+REFUSALS: Final = RefusalLog(logging.getLogger("labkit.transports.limits"))
+
+
+def _too_large(max_bytes: int) -> BodyRefused:
+    REFUSALS.refused("max_body_bytes", f"a request body over {max_bytes} bytes (413)")
+    return BodyRefused(413, f"Content Too Large: the limit is {max_bytes} bytes")
 
 
 # A timer may fire this much before its time (the loop's clock resolution): within it, a
@@ -127,7 +138,7 @@ async def read_body(
     client went away); what is left unread is the connection layer's to discard."""
     global _deadlines
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
-        raise BodyRefused(413, f"Content Too Large: the limit is {max_bytes} bytes")
+        raise _too_large(max_bytes)
     chunks: list[bytes] = []
     size = 0
     # At the deadline this task is cancelled (by the loop's one timer for all reads): cheaper
@@ -148,7 +159,7 @@ async def read_body(
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > max_bytes:
-                raise BodyRefused(413, f"Content Too Large: the limit is {max_bytes} bytes")
+                raise _too_large(max_bytes)
             chunks.append(chunk)
             more = message.get("more_body", False)
     except asyncio.CancelledError:
@@ -157,6 +168,7 @@ async def read_body(
             raise
         # A client that trickles its body cannot hold a connection open for ever; it is
         # closed after the answer, not lingered over (it is slow, not misinformed).
+        REFUSALS.refused("timeout_seconds", "a request body did not arrive in time (408)")
         raise BodyRefused(408, "Request Timeout: the body did not arrive in time", _CLOSE) from None
     finally:
         if deadlines.reads.pop(task, None) is None:
