@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import enum
 import json
 import logging
@@ -32,10 +33,12 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 import landlockpy
+import zmq
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbclient.util import ensure_async
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
@@ -49,12 +52,15 @@ from labkit.grade.containment import (
     launcher_argv,
 )
 from labkit.grade.containment import Limits as Limits  # one submission's limits are its job's
+from labkit.grade.deadline import Deadline
 
 KERNEL_NAME: Final = "labkit-grade"
 TIMEOUT_ENAME: Final = "CellTimeout"
 PROBE_TIMEOUT: Final = 5
 MAX_OUTPUT: Final = 1_000_000  # characters of output kept per cell
-TRUNCATED: Final = "[the grader kept the first 1,000,000 characters of this cell's output]\n"
+TRUNCATED: Final = (
+    "[the grader kept the first 1,000,000 characters (or 5,000 outputs) of this cell's output]\n"
+)
 # Run in the kernel before the first cell: from then on, at the start of each cell (IPython's
 # `pre_execute` event), the cell's stdout and stderr writes are wrapped so that past
 # `MAX_OUTPUT` characters they are cut, with one line saying so. Both `print` and what
@@ -108,6 +114,7 @@ class CellStatus(enum.StrEnum):
     ERROR = "error"
     TIMEOUT = "timeout"
     DEAD = "kernel died"
+    CUT = "cut"  # its messages passed the run's bound (`RUN_BYTES`, `RUN_MESSAGES`)
     NOT_RUN = "did not run"
 
 
@@ -181,14 +188,77 @@ def kernel_env() -> dict[str, str]:
     }
 
 
+# What the grader keeps and reads of one kernel's message stream. The stream is the learner's
+# to fill (display floods, `update_display`, widget comms with binary buffers, messages sent by
+# hand on the kernel's sockets), so every part of it is bounded in the grader:
+# - zmq refuses a message frame over `MAX_FRAME` bytes (the connection drops it) and queues at
+#   most `MAX_QUEUED` messages per socket; a message is delivered whole, so one message is also
+#   bounded by what the kernel itself can hold (its job's memory limit);
+# - nothing of a widget is kept (`store_widget_state` off: no state, no buffers), and at most
+#   `MAX_COMMS` comm objects (the Output widget's) are made;
+# - a cell keeps at most `MAX_OUTPUT` characters in at most `MAX_OUTPUTS` outputs, past which
+#   its outputs are dropped with one note (an honest flood of prints keeps its first part);
+# - a run reads at most `RUN_BYTES` bytes in `RUN_MESSAGES` messages for its cells; past either,
+#   the run is cut: the kernel is stopped, the cell is "cut" and later cells did not run.
+MAX_FRAME: Final = 16 * 1024**2
+MAX_QUEUED: Final = 64
+MAX_COMMS: Final = 256
+MAX_OUTPUTS: Final = 5_000
+RUN_BYTES: Final = 256 * 1024**2
+RUN_MESSAGES: Final = 500_000
+CUT: Final = (
+    f"the kernel's messages passed the grader's bound for one notebook ({RUN_BYTES // 1024**2} "
+    f"MiB or {RUN_MESSAGES:,} messages): grading stopped at this cell"
+)
+
+
+def message_size(msg: dict[str, Any]) -> int:
+    """Bytes a kernel message carries: its content as JSON and its binary buffers."""
+    try:
+        size = len(json.dumps(msg.get("content"), default=str))
+    except (TypeError, ValueError, RecursionError):
+        size = RUN_BYTES  # content the grader cannot even measure is over every bound
+    return size + sum(memoryview(b).nbytes for b in msg.get("buffers") or [])
+
+
 class _BoundedClient(NotebookClient):
-    """nbclient keeps every output in memory; a learner's `while True: print(...)` would
-    grow the grader, not the (limited) kernel. Past `MAX_OUTPUT` characters a cell's further
-    outputs are dropped and one line says so."""
+    """nbclient keeps every output in memory, and reads whatever the kernel sends; the bounds
+    above (`MAX_OUTPUT` ... `RUN_MESSAGES`) hold them, so a learner's flood grows nothing but
+    the (limited) kernel. `cut` says why the run was cut ("" while it was not)."""
 
     def __init__(self, nb: NotebookNode, **kw: Any) -> None:
         super().__init__(nb, **kw)
         self.output_sizes: dict[int, int] = {}
+        self.noted: set[int] = set()
+        self.received = 0
+        self.messages = 0
+        self.cut = ""
+
+    def process_message(
+        self, msg: dict[str, Any], cell: NotebookNode, cell_index: int
+    ) -> NotebookNode | None:
+        if not self.cut:
+            self.received += message_size(msg)
+            self.messages += 1
+            if self.received > RUN_BYTES or self.messages > RUN_MESSAGES:
+                self.cut = CUT
+                # Stop the flooding cell now; `_execute` ends the run when the cell returns.
+                asyncio.get_running_loop().create_task(self._interrupt())
+        if self.cut and msg.get("msg_type") != "status":
+            return None  # only the cell's end still counts: nothing more is kept
+        return super().process_message(msg, cell, cell_index)
+
+    async def _interrupt(self) -> None:
+        with contextlib.suppress(Exception):  # a kernel already gone needs no interrupt
+            assert self.km is not None
+            await ensure_async(self.km.interrupt_kernel())
+
+    def handle_comm_msg(
+        self, outs: list[NotebookNode], msg: dict[str, Any], cell_index: int
+    ) -> None:
+        if msg.get("msg_type") == "comm_open" and len(self.comm_objects) >= MAX_COMMS:
+            return  # no more comm objects: a widget's messages are never graded
+        super().handle_comm_msg(outs, msg, cell_index)
 
     def output(
         self,
@@ -203,14 +273,15 @@ class _BoundedClient(NotebookClient):
         )
         seen = self.output_sizes.get(cell_index, 0)
         self.output_sizes[cell_index] = seen + size
-        if seen + size <= MAX_OUTPUT:
+        if seen + size <= MAX_OUTPUT and len(outs) < MAX_OUTPUTS:
             return super().output(outs, msg, display_id, cell_index)
         # One note per cell: the kernel's own cut may have said it already (what a process
         # wrote to its descriptors can still drain after the cell's cut is lifted).
-        said = any(TRUNCATED in str(o.get("text", "")) for o in outs)
-        if seen <= MAX_OUTPUT and not said:
-            note = new_output("stream", name="stderr", text=TRUNCATED)  # type: ignore[no-untyped-call]
-            outs.append(note)
+        if cell_index not in self.noted:
+            self.noted.add(cell_index)
+            if not any(TRUNCATED in str(o.get("text", "")) for o in outs):
+                note = new_output("stream", name="stderr", text=TRUNCATED)  # type: ignore[no-untyped-call]
+                outs.append(note)
         return None
 
 
@@ -241,10 +312,15 @@ class KernelRunner:
         self.clock = clock
         self.jobs = jobs if jobs is not None else jobs_for(limits)
 
-    def run(self, scratch: Path, sources: Sequence[str]) -> Execution:
+    def run(
+        self, scratch: Path, sources: Sequence[str], deadline: Deadline | None = None
+    ) -> Execution:
+        """`deadline` (default: the total time limit from now) bounds the kernel's start and
+        every cell."""
+        deadline = deadline or Deadline(self.limits.total_timeout, self.clock)
         try:
             with self.jobs.job(scratch) as job:
-                return asyncio.run(self._run(scratch, list(sources), job))
+                return asyncio.run(self._run(scratch, list(sources), job, deadline))
         except ContainmentUnavailable as error:
             cells = [CellRun(CellStatus.NOT_RUN) for _ in sources]
             return Execution(cells, False, f"the job could not start: {error}")
@@ -260,9 +336,14 @@ class KernelRunner:
             connection_file=str(scratch / "kernel.json"),
         )
         manager.job = job
+        # Set before any socket of the kernel's client exists: the context hands them on.
+        manager.context.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME)
+        manager.context.setsockopt(zmq.RCVHWM, MAX_QUEUED)
         return manager
 
-    async def _run(self, scratch: Path, sources: list[str], job: Job) -> Execution:
+    async def _run(
+        self, scratch: Path, sources: list[str], job: Job, deadline: Deadline
+    ) -> Execution:
         code = [new_code_cell(s) for s in sources]  # type: ignore[no-untyped-call]
         nb = new_notebook(cells=code)  # type: ignore[no-untyped-call]
         cells = [CellRun(CellStatus.NOT_RUN) for _ in sources]
@@ -275,27 +356,28 @@ class KernelRunner:
             nb,
             km=self._manager(scratch, job),
             timeout=self.limits.cell_timeout,
-            startup_timeout=int(self.limits.startup_timeout),
+            startup_timeout=max(1, int(deadline.bound(self.limits.startup_timeout))),
             interrupt_on_timeout=True,
             error_on_timeout={"ename": TIMEOUT_ENAME, "evalue": "", "traceback": []},
             allow_errors=True,
             record_timing=False,
             iopub_timeout=2,
             shutdown_kernel="immediate",
+            store_widget_state=False,
             on_cell_executed=on_executed,
             log=_quiet,
         )
-        deadline = self.clock() + self.limits.total_timeout
         log_path = scratch.with_name(scratch.name + ".kernel.log")
         try:
             with open(log_path, "wb") as kernel_log:
                 return await self._execute(
                     client, nb, cells, replies, scratch, deadline, kernel_log
                 )
-        except (RuntimeError, TimeoutError, OSError) as error:
+        except Exception as error:  # the kernel did not start, or sent what the client broke on
             started = any(c.status is not CellStatus.NOT_RUN for c in cells)
+            said = str(error) or type(error).__name__
             return Execution(
-                cells, started, f"the kernel could not run: {error}{_last_line(log_path)}"
+                cells, started, f"the kernel could not run: {said}{_last_line(log_path)}"
             )
         finally:
             # nbclient registers an exit hook per client and leaves it behind when the kernel
@@ -305,12 +387,12 @@ class KernelRunner:
 
     async def _execute(
         self,
-        client: NotebookClient,
+        client: _BoundedClient,
         nb: NotebookNode,
         cells: list[CellRun],
         replies: dict[int, dict[str, Any]],
         scratch: Path,
-        deadline: float,
+        deadline: Deadline,
         kernel_log: IO[bytes],
     ) -> Execution:
         # The kernel's own stderr (start-up failures) goes to a log beside the scratch copy.
@@ -323,10 +405,9 @@ class KernelRunner:
         ):
             await self._cap_output(client, nb)
             for index, cell in enumerate(nb.cells):
-                remaining = deadline - self.clock()
-                if remaining <= 0:
+                if deadline.passed():
                     return Execution(cells, True, "the total time limit was reached")
-                client.timeout = max(1, int(min(self.limits.cell_timeout, remaining)))
+                client.timeout = max(1, int(deadline.bound(self.limits.cell_timeout)))
                 try:
                     await client.async_execute_cell(cell, index)
                 except DeadKernelError:
@@ -336,6 +417,9 @@ class KernelRunner:
                     cells[index] = CellRun(CellStatus.TIMEOUT, _plain(cell.outputs))
                 else:
                     cells[index] = _cell_run(cell, replies.get(index, {}))
+                if client.cut:
+                    cells[index] = CellRun(CellStatus.CUT, _plain(cell.outputs))
+                    return Execution(cells, True, client.cut)
                 if cells[index].status is CellStatus.TIMEOUT:
                     alive = await self._responsive(client, nb, replies, deadline)
                     if not alive:
@@ -356,7 +440,7 @@ class KernelRunner:
         client: NotebookClient,
         nb: NotebookNode,
         replies: dict[int, dict[str, Any]],
-        deadline: float,
+        deadline: Deadline,
     ) -> bool:
         """After a timeout: does the kernel answer a no-op, or is it still stuck in a loop that
         swallowed the interrupt (`except KeyboardInterrupt: pass`)? Without this, every later
@@ -364,7 +448,7 @@ class KernelRunner:
         probe = new_code_cell("pass")  # type: ignore[no-untyped-call]
         nb.cells.append(probe)
         index = len(nb.cells) - 1
-        client.timeout = max(1, int(min(PROBE_TIMEOUT, deadline - self.clock())))
+        client.timeout = max(1, int(deadline.bound(PROBE_TIMEOUT)))
         try:
             await client.async_execute_cell(probe, index)
         except (DeadKernelError, CellTimeoutError):

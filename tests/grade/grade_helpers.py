@@ -11,7 +11,9 @@ copies of the same builders).
 from __future__ import annotations
 
 import copy
+import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,7 +27,9 @@ from labkit.course import build
 from labkit.course.exercises.checks import CheckReport, InProcessRunner, run_checks
 from labkit.course.exercises.registry import EXERCISES as COURSE_CHECKS
 from labkit.course.exercises.trial import Check, CheckSettings
-from labkit.grade.worker import WorkerGone, WorkerRunner, worker_argv
+from labkit.grade import answer_view
+from labkit.grade.deadline import Deadline
+from labkit.grade.worker import WorkerGone, WorkerRunner, plain_spawn, worker_argv
 
 FIXTURES = Path(__file__).parent / "fixtures" / "solutions"
 # The real course: its solution notebooks and the five that hold an exercise.
@@ -48,6 +52,16 @@ SETUP = (
 )
 WORKER_ARGV = worker_argv(
     memory=2 * 1024**3, cpu=60, nproc=64, fsize=64 * 1024**2, sandbox="off", python=sys.executable
+)
+# As the grader starts a worker: on labkit's view (`answer_view`), the real package hidden.
+VIEW_ARGV = worker_argv(
+    memory=2 * 1024**3,
+    cpu=60,
+    nproc=64,
+    fsize=64 * 1024**2,
+    sandbox="off",
+    python=sys.executable,
+    hide=answer_view.REAL,
 )
 
 # ex1 keyed by nonce alone: races, transactions and missing notes are right (every public
@@ -147,8 +161,9 @@ def judge_in_worker(
     scratch: Path,
     settings: CheckSettings | None = None,
 ) -> CheckReport:
-    """`checks` against the answer `sources` (after SETUP) in a check worker."""
-    runner = WorkerRunner([SETUP, *sources], argv=WORKER_ARGV, scratch=scratch)
+    """`checks` against the answer `sources` (after SETUP) in a check worker, on labkit's view
+    as the grader's workers see it."""
+    runner = view_runner([SETUP, *sources], scratch)
     try:
         defined = runner.start()
         return run_checks(
@@ -160,6 +175,16 @@ def judge_in_worker(
         )
     finally:
         runner.close()
+
+
+def view_runner(sources: Sequence[str], scratch: Path, **kw: Any) -> WorkerRunner:
+    """A worker runner (no job) whose workers run on a fresh view of labkit, as the grader's."""
+    view = answer_view.build(Path(tempfile.mkdtemp(dir=scratch, prefix="view-")) / "labkit")
+
+    def spawn(argv: Sequence[str], where: Path) -> subprocess.Popen[bytes]:
+        return plain_spawn(argv, where, answer_view.env(view))
+
+    return WorkerRunner(sources, argv=VIEW_ARGV, scratch=scratch, spawn=spawn, **kw)
 
 
 def judge_in_process(
@@ -217,7 +242,9 @@ class InProcessWorkers:
         self.sources: list[list[str]] = []
 
     @contextmanager
-    def runner(self, scratch: Path, sources: Sequence[str]) -> Iterator[InProcessWorker]:
+    def runner(
+        self, scratch: Path, sources: Sequence[str], deadline: Deadline
+    ) -> Iterator[InProcessWorker]:
         self.sources.append(list(sources))
         namespace: dict[str, Any] = {"__name__": "__learner__"}
         for source in sources:

@@ -275,7 +275,7 @@ def test_the_demo_output_counts_only_with_a_passing_check(
     }
     assert demo["solved"].points == 1
     assert demo["kernel-only-answer"].points == 0
-    assert "counts once a check of ex2 passes" in demo["kernel-only-answer"].message
+    assert "counts once the checks of what it shows pass" in demo["kernel-only-answer"].message
 
 
 def test_no_report_holds_the_hidden_checks_source(graded: tuple[BatchReport, Path]) -> None:

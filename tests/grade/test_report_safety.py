@@ -15,6 +15,7 @@ import pytest
 from grade.grade_helpers import FIXTURES, learner, solved, write
 from labkit import cli
 from labkit.grade import batch, classview, grader, report
+from labkit.grade.deadline import Deadline
 from labkit.grade.kernel import CellRun, CellStatus, Execution
 from labkit.grade.report import CheckScore, SubmissionReport
 from labkit.grade.report import GradedOutcome as Outcome
@@ -179,7 +180,7 @@ class FakeRunner:
         self.sources: list[str] = []
         self.layout: dict[str, Any] = {}
 
-    def run(self, scratch: Path, sources: Sequence[str]) -> Execution:
+    def run(self, scratch: Path, sources: Sequence[str], deadline: Deadline) -> Execution:
         self.sources = list(sources)
         outputs = scratch.parent / "outputs"
         self.layout = {"outputs": outputs.resolve(), "inside": scratch.resolve()}

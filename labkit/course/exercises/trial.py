@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import shutil
 import sys
 import tempfile
 import threading
@@ -256,9 +257,9 @@ class Trial:
 
     def tempdir(self) -> Path:
         if self._tmp is None:
-            made = tempfile.TemporaryDirectory(prefix="labkit-check-", dir=self.settings.tmp_parent)
-            self._stack.callback(made.cleanup)
-            self._tmp = Path(made.name)
+            made = Path(tempfile.mkdtemp(prefix="labkit-check-", dir=self.settings.tmp_parent))
+            self._stack.callback(_remove, made)
+            self._tmp = made
             # The learner's side may run as another user (the grader's worker).
             self._tmp.chmod(0o777)
         return self._tmp
@@ -370,6 +371,18 @@ class Trial:
 
     def stop(self, outcome: Outcome, detail: str) -> NoReturn:
         raise Stop(outcome, detail)
+
+
+def _remove(folder: Path) -> None:
+    """Remove a check's folder; what cannot be removed is logged and left. The learner's side
+    may still be writing into it (a thread started when the answer cells ran): that must never
+    change the check's outcome, and the grader removes the whole scratch area once the
+    learner's processes are gone."""
+
+    def logged(function: Any, path: str, error: Any) -> None:
+        log.warning("a check folder could not be removed: %s (%s)", path, error[1])
+
+    shutil.rmtree(folder, onerror=logged)
 
 
 def call_bounded(fn: Callable[..., T], args: Sequence[Any], timeout: float) -> tuple[T] | None:
