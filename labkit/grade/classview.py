@@ -80,6 +80,12 @@ def render(batch: BatchReport) -> str:
         else f"<tr><td>{esc(s.file)}</td><td class=n>-</td><td></td><td>{esc(s.error)}</td></tr>"
         for s in batch.submissions
     )
+    stopped = (
+        f'<p class="flag">Stopped: {esc(batch.stopped)}; the submissions it did not reach did '
+        "not run.</p>"
+        if batch.stopped
+        else ""
+    )
     charted = (
         f"<h2>Checked outputs (mean over the submissions)</h2>\n"
         f"{_chart(outputs, 'mean score of the checked outputs')}"
@@ -91,6 +97,7 @@ def render(batch: BatchReport) -> str:
 <style>{_STYLE}</style></head><body>
 <h1>Class view</h1>
 <p>{batch.graded} graded, {batch.errors} not graded, mean score {batch.mean_percent:g}%.</p>
+{stopped}
 <h2>Mean score per exercise</h2>
 {_chart(means, "mean score per exercise")}
 {charted}

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Final
 
-from labkit.grade import launcher
+from labkit.grade import launcher, scrub
 
 BWRAP: Final = "/usr/bin/bwrap"
 FIRST_UID: Final = 61000
@@ -323,13 +323,16 @@ def _write_if_present(path: Path, value: str) -> None:
 class UidPool:
     """Uids `first .. first+size-1`, one per running job on this machine: a slot is held by an
     exclusive lock on its file in `locks` (released when its holder ends, even by a crash).
-    Uids that name an account in the user database are never used."""
+    Uids that name an account in the user database are never used. A uid is scrubbed
+    (`labkit.grade.scrub`: its processes, keyrings, IPC objects and files in shared places)
+    when a slot is taken and when it is given back, so no job passes anything to a later one."""
 
     first: int = FIRST_UID
     size: int = SLOTS
     locks: Path = LOCKS
     patience: float = 60.0
     is_account: Callable[[int], bool] = field(default=lambda uid: _is_account(uid))
+    scrub: Callable[[int], object] = field(default=lambda uid: scrub.between_jobs(uid))
 
     def range(self) -> str:
         return f"{self.first}-{self.first + self.size - 1}"
@@ -346,9 +349,13 @@ class UidPool:
                 if held is None:
                     continue
                 try:
+                    self.scrub(uid)
                     yield uid
                 finally:
-                    held.close()  # closing the file releases the lock
+                    try:
+                        self.scrub(uid)
+                    finally:
+                        held.close()  # closing the file releases the lock
                 return
             if time.monotonic() > deadline:
                 raise ContainmentUnavailable(

@@ -86,6 +86,7 @@ def _tests(sub: SubmissionReport) -> list[GradescopeTest]:
                 max_score=0.0,
                 status="failed",
                 output=f"not graded: {sub.error}",
+                output_format="text",
             )
         ]
     tests = []
@@ -99,6 +100,7 @@ def _tests(sub: SubmissionReport) -> list[GradescopeTest]:
                     max_score=check.max_points,
                     status="passed" if check.outcome is GradedOutcome.PASSED else "failed",
                     output=_test_output(check.outcome, check.message),
+                    output_format="text",  # learner text: shown as written, never as HTML
                     visibility="after_published" if check.hidden else "visible",
                 )
             )
@@ -126,6 +128,7 @@ def results(batch: BatchReport) -> GradescopeResults:
         output="\n".join(lines) + "\n",
         stdout_visibility="hidden",
         tests=[t for sub in batch.submissions for t in _tests(sub)],
+        output_format="text",
     )
 
 
