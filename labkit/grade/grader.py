@@ -55,7 +55,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol
@@ -79,7 +79,7 @@ from labkit.course.exercises.trial import (
     Trial,
     exception_line,
 )
-from labkit.grade import answer_view, notebooks, outputs
+from labkit.grade import answer_view, notebooks, outputs, quota
 from labkit.grade import graded_exercises as ex
 from labkit.grade.containment import UID_PLACEHOLDER, Jobs
 from labkit.grade.deadline import Deadline, unlimited
@@ -337,19 +337,29 @@ def grade(
             sources.append(_mark_cell(restored_cell))
     answers = [c.source for c, kind in zip(cells, restored.kinds, strict=True) if kind == "answer"]
     worker_sources = [setup_imports(release), *answers]
+    # Each job writes in a space of its own, bounded in all by the per-file limit (`quota`).
+    disk = runner.limits.fsize if isinstance(runner, KernelRunner) else None
     area = Path(tempfile.mkdtemp(prefix="sub-", dir=scratch_root))
     try:
         scratch = _lay_out(area)
-        shutil.copyfile(path, scratch / "submission.ipynb")
-        execution = runner.run(scratch, sources, deadline)
+        with _bounded(scratch, disk) as space:
+            (scratch / ".outputs").mkdir()
+            shutil.copyfile(path, scratch / "submission.ipynb")
+            execution = runner.run(scratch, sources, deadline)
+        notices += _full(space, "the notebook")
         if not execution.started:
             return SubmissionReport.failed(
                 path.name, f"{path.name}: {execution.problem}", clock() - started
             )
-        results = {
-            exercise.id: check_exercise(course, exercise, worker_sources, workers, area, deadline)
-            for exercise in exercises
-        }
+        results = {}
+        for exercise in exercises:
+            checks = area / f"checks-{exercise.id}"
+            checks.mkdir(mode=0o711)
+            with _bounded(checks, disk) as space:
+                results[exercise.id] = check_exercise(
+                    course, exercise, worker_sources, workers, checks, deadline
+                )
+            notices += _full(space, f"the answer cells (in the checks of {exercise.id})")
     finally:
         # Every job of the submission has ended (each runner stops its job's processes before
         # it returns), so nothing of the learner's is still writing here.
@@ -378,6 +388,14 @@ def grade(
     )
 
 
+def _bounded(folder: Path, disk: int | None) -> AbstractContextManager[quota.Space | None]:
+    return nullcontext() if disk is None else quota.bounded(folder, disk)
+
+
+def _full(space: quota.Space | None, who: str) -> list[str]:
+    return [space.notice(who)] if space is not None and space.full else []
+
+
 def _unremovable(function: Any, path: str, error: Any) -> None:
     log.warning("a scratch file could not be removed: %s (%s)", path, error[1])
 
@@ -387,10 +405,11 @@ def check_exercise(
     graded: ex.GradedExercise,
     sources: Sequence[str],
     workers: Workers | None,
-    area: Path,
+    scratch: Path,
     deadline: Deadline | None = None,
 ) -> list[CheckResult]:
-    """The exercise's public then hidden checks, in this process, against a fresh worker.
+    """The exercise's public then hidden checks, in this process, against a fresh worker in
+    `scratch` (the worker's folder, where each check's own folder is made too).
 
     Whatever one check meets (its worker dies or sends what cannot be read, its cleanup fails,
     the submission's time runs out) ends that check with an outcome ("did not run" with the
@@ -401,8 +420,6 @@ def check_exercise(
     checks: list[Check] = [*exercise.checks, *graded.checks()]
     if workers is None:
         return [_not_run(exercise, c, "no check worker was given to the grader") for c in checks]
-    scratch = area / f"checks-{graded.id}"
-    scratch.mkdir(mode=0o711)
     settings = CheckSettings(call_timeout=workers.call_timeout, tmp_parent=scratch)
     results: list[CheckResult] = []
     why = ""
@@ -600,10 +617,11 @@ def checked_outputs(
 def _lay_out(area: Path) -> Path:
     """`area/notebooks` (the kernel's working directory) and `area/outputs` beside it, as in
     the course, so `Path("../outputs")` works. The kernel may write only inside its working
-    directory, so `outputs` is a link to a folder there."""
+    directory, so `outputs` is a link to a folder there (`notebooks/.outputs`, made once the
+    working directory has its space)."""
     area.chmod(0o711)  # traversable by the kernel's user and the processes it starts
     scratch = area / "notebooks"
-    (scratch / ".outputs").mkdir(parents=True)
+    scratch.mkdir(mode=0o711)
     (area / "outputs").symlink_to(Path("notebooks", ".outputs"), target_is_directory=True)
     return scratch
 
