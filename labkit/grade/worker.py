@@ -229,8 +229,8 @@ class _Cut:
 
 def _bad(error: BaseException) -> BadReply:
     return BadReply(
-        f"its reply could not be read ({type(error).__name__}): something in the answer "
-        "cells wrote to the check worker's channel"
+        "something in the answer cells wrote to the check worker's channel (what came could "
+        f"not be read: {type(error).__name__})"
     )
 
 
@@ -284,7 +284,7 @@ class _Worker:
         except Exception as error:  # ValueError, or RecursionError for a reply nested deep
             raise _bad(error) from None
         if not isinstance(reply, dict):
-            raise BadReply("something in the answer cells wrote to the check worker's channel")
+            raise _bad(TypeError())
         return reply
 
     def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any] | None:
@@ -353,7 +353,7 @@ class WorkerRunner:
             raise WorkerGone(f"the check worker did not start ({error})") from None
         except Exception as error:  # a forged "defined": anything but a list of names
             worker.kill()
-            raise WorkerGone(f"the check worker did not start ({_bad(error)})") from None
+            raise WorkerGone(f"the check worker did not start: {_bad(error)}") from None
         return worker
 
     def _bound(self, seconds: float) -> float:
@@ -384,11 +384,11 @@ class WorkerRunner:
             if reply is not None:
                 return Answer.from_json(reply)
         except BadReply as error:
-            self.problem = f"the check worker's reply could not be read ({error})"
+            self.problem = str(error)
         except WorkerGone as error:
             self.problem = f"the check worker died during the call ({error})"
         except Exception as error:  # a reply that is JSON but not an answer: anything
-            self.problem = f"the check worker's reply could not be read ({_bad(error)})"
+            self.problem = str(_bad(error))
         worker.kill()  # hung, dead or forged: the next check gets a fresh worker
         self._worker = None
         return None
@@ -485,11 +485,11 @@ def _finish(racer: _Worker, key: str, deadline: float) -> Racer:
             return Racer("timeout")
         return _racer(Answer.from_json(reply), key)
     except BadReply as error:
-        return Racer("crashed", exception=f"the racer's reply could not be read ({error})")
+        return Racer("crashed", exception=str(error))
     except WorkerGone:
         return Racer("crashed", exception="the racer's process died")
     except Exception as error:
-        return Racer("crashed", exception=f"the racer's reply could not be read ({_bad(error)})")
+        return Racer("crashed", exception=str(_bad(error)))
 
 
 def _racer(answer: Answer, key: str) -> Racer:

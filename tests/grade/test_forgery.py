@@ -11,6 +11,16 @@ edited to print the solution's saved output, a printed fake score, and a hook pr
 kernel's input history. None may score more than the untouched learner copy, none may be
 told "All checks passed", and no text of the hidden checks' source may appear in any report.
 A solved copy in the same batch scores more, so the comparison can fail.
+
+The same batch holds the submissions that once ended a whole run or filled the grader
+(`ATTACKS`): forged reply lines on the check worker's channel at definition time, replies
+nested 100,000 deep (one while the check closes), a line of 400 MiB, a forged reply the
+checks cannot read (its text an HTML payload), labkit's own implementation imported, wrapped,
+loaded from its source file or found in `sys.modules`, widget comms with 96 MiB of buffers,
+100 MiB of display updates (each past the kernel's bound for one run), and 400 MiB written to
+disk. Every submission is graded, the run
+exits 0 with every report written, and the untouched and solved copies beside them keep
+their grades. A file named as an HTML tag is graded too: the Markdown summary shows it inert.
 """
 
 from __future__ import annotations
@@ -19,15 +29,17 @@ import copy
 import importlib
 import inspect
 import json
+import textwrap
 from pathlib import Path
 
 import pytest
 from nbformat import NotebookNode
 
-from grade.grade_helpers import COURSE, solved, write
+import labkit
+from grade.grade_helpers import COURSE, solved, with_cell, write
 from labkit import cli
 from labkit.course import build
-from labkit.grade.report import BatchReport, SubmissionReport
+from labkit.grade.report import BatchReport, CheckScore, GradedOutcome, SubmissionReport
 
 STEM = "04-ex2-url-mode"
 LEARNER_COPY = COURSE.parent / "notebooks" / f"{STEM}.ipynb"
@@ -190,6 +202,146 @@ get_ipython().events.register("post_run_cell", _leak)
 """,
 }
 
+# The check worker's reply channel, seen from the learner's code in the worker: every pipe it
+# may write to (its protocol descriptor). Only in the worker (no `get_ipython` there).
+CHANNEL = """
+import os as _os, stat as _stat
+def _channel_write(data):
+    for _fd in range(3, 64):
+        try:
+            if _stat.S_ISFIFO(_os.fstat(_fd).st_mode):
+                _os.write(_fd, data)
+        except OSError:
+            pass
+"""
+EVIL = "<script>alert('evil')</script>"
+FORGED_REPLY = {
+    "kind": "raised",
+    "value": None,
+    "effects": {},
+    "error": {
+        "type": "ProtocolError",
+        "module": "labkit.errors",
+        "classes": ["labkit.errors.ProtocolError"],
+        "message": EVIL,
+        "summary": EVIL,
+        "traceback": EVIL,
+        "code": -32021,
+        "data": EVIL,
+        "deliberate": True,
+    },
+}
+IN_WORKER = "try:\n    get_ipython\nexcept NameError:\n"
+
+
+def _in_worker(body: str) -> str:
+    """`body` run only in the check worker, at definition time."""
+    return IN_WORKER + textwrap.indent(body.strip("\n") + "\n", "    ")
+
+
+def _stub_after(body: str) -> str:
+    """A `url_elicitation` that runs `body` in the worker, then is the starter stub."""
+    return (
+        "def url_elicitation(capabilities, message, url):\n"
+        + textwrap.indent(_in_worker(body), "    ")
+        + "    raise NotImplementedError\n"
+    )
+
+
+REAL_URL_MODE = str(Path(labkit.__file__).resolve().parent / "url_mode.py")
+ATTACKS = {
+    "forged-reply-lines": CHANNEL
+    + _in_worker("""_channel_write(b'{"defined": ["url_elicitation"], "errors": []}\\n' * 300)""")
+    + "#STUB\n",
+    "deep-reply": CHANNEL
+    + "import threading, time\n"
+    + _stub_after(
+        """
+deep = b"[" * 100000 + b"]" * 100000 + b"\\n"
+_channel_write(deep)
+def _while_the_check_closes():
+    time.sleep(0.05)
+    _channel_write(deep)
+threading.Thread(target=_while_the_check_closes, daemon=True).start()
+"""
+    ),
+    "huge-line": CHANNEL
+    + _stub_after(
+        """
+chunk = b"x" * 1024**2
+for _ in range(400):
+    _channel_write(chunk)
+"""
+    ),
+    # The forged reply instead of the worker's own: the worker ends right after writing it.
+    "unreadable-reply": CHANNEL
+    + "import json\n"
+    + _stub_after(f"_channel_write(json.dumps({FORGED_REPLY!r}).encode() + b'\\n')\n_os._exit(0)"),
+    "reference-import": "from labkit.url_mode import url_elicitation\n",
+    "reference-wrapper": """
+import importlib
+def url_elicitation(capabilities, message, url):
+    reference = importlib.import_module("labkit.url_mode")
+    return reference.url_elicitation(capabilities, message, url)
+""",
+    "reference-source": f"""
+import sys
+def url_elicitation(capabilities, message, url):
+    for path in [{REAL_URL_MODE!r}, *(p + "/labkit/url_mode.py" for p in sys.path)]:
+        try:
+            source = open(path).read()
+        except OSError:
+            continue
+        found = {{}}
+        exec(compile(source, path, "exec"), found)
+        return found["url_elicitation"](capabilities, message, url)
+    raise NotImplementedError
+""",
+    "reference-sys-modules": """
+import sys
+def url_elicitation(capabilities, message, url):
+    for module in list(sys.modules.values()):
+        reference = getattr(module, "url_elicitation", None)
+        if callable(reference) and reference is not url_elicitation:
+            return reference(capabilities, message, url)
+    raise NotImplementedError
+""",
+}
+# Cells added after the answer cell: floods of the kernel's message stream, and a disk filler.
+ADDED = {
+    "comm-flood": """
+from comm import create_comm
+for n in range(12):
+    create_comm(target_name="labkit.flood", data={"n": n}, buffers=[b"x" * (8 * 1024**2)])
+""",
+    "display-flood": """
+from IPython.display import display, update_display
+display("x", display_id="flood")
+for n in range(100):
+    update_display({"text/plain": "y" * 1024**2}, raw=True, display_id="flood")
+""",
+    "disk-filler": """
+for n in range(5):
+    try:
+        open(f"filler-{n}", "wb").write(b"x" * (80 * 1024**2))
+    except OSError as error:
+        print(type(error).__name__)
+""",
+}
+# A constant answer (one refusal whatever the input: it passes every "refused" check) in the
+# check worker, and the right answer in the notebook's kernel (so ex2-try prints the
+# solution's text): the try cell's output point waits for the checks of what it shows.
+CONSTANT_WITH_HOOK = f"""
+{IN_WORKER}    def url_elicitation(capabilities, message, url):
+        raise ProtocolError(
+            MISSING_CAPABILITY, "no", {{"requiredCapabilities": {{"elicitation": {{"url": {{}}}}}}}}
+        )
+else:
+    exec({CORRECT!r})
+"""
+# A file name that is an HTML payload: graded like any other, shown inert everywhere.
+HTML_NAME = "<img src=x onerror=alert(1)>"
+
 
 def _cell(nb: NotebookNode, cell_id: str) -> NotebookNode:
     return next(c for c in nb.cells if c.get("id") == cell_id)
@@ -222,11 +374,21 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[BatchReport, Path]
         _cell(nb, ANSWER).source = _answer_cell(forgery, stub)
         write(subs, f"{name}.ipynb", nb)
     write(subs, "locked-cell-edit.ipynb", _locked_edit(learner))
+    for name, attack in ATTACKS.items():
+        nb = copy.deepcopy(learner)
+        _cell(nb, ANSWER).source = _answer_cell(attack, stub)
+        write(subs, f"{name}.ipynb", nb)
+    for name, added in ADDED.items():
+        write(subs, f"{name}.ipynb", with_cell(learner, name, added, after=ANSWER))
+    nb = copy.deepcopy(learner)
+    _cell(nb, ANSWER).source = CONSTANT_WITH_HOOK
+    write(subs, "constant-with-hook.ipynb", nb)
+    write(subs, f"{HTML_NAME}.ipynb", learner)
     code = cli.main(
         ["grade", str(subs), "--solutions", str(COURSE), "--as", STEM, "--out", str(out)]
-        + ["--jobs", "2", "--timeout", "20"]
+        + ["--jobs", "2", "--timeout", "20", "--summary-md", str(out / "summary.md")]
     )
-    assert code == 0
+    assert code == 0  # every submission graded, every report written
     return BatchReport.model_validate_json((out / "batch.json").read_text()), out
 
 
@@ -234,7 +396,7 @@ def _by_file(batch: BatchReport) -> dict[str, SubmissionReport]:
     return {s.file.removesuffix(".ipynb"): s for s in batch.submissions}
 
 
-@pytest.mark.parametrize("name", [*FORGERIES, "locked-cell-edit"])
+@pytest.mark.parametrize("name", [*FORGERIES, "locked-cell-edit", *ATTACKS, *ADDED])
 def test_a_forgery_scores_no_more_than_the_untouched_learner_copy(
     graded: tuple[BatchReport, Path], name: str
 ) -> None:
@@ -291,3 +453,112 @@ def test_no_report_holds_the_hidden_checks_source(graded: tuple[BatchReport, Pat
             assert secret not in text, secret
     history = json.loads((out / "submissions" / "input-history.json").read_text())
     assert history["status"] == "graded"
+
+
+def _checks(report: SubmissionReport, exercise: str = "ex2") -> list[CheckScore]:
+    return next(e.checks for e in report.exercises if e.id == exercise)
+
+
+def _messages(report: SubmissionReport) -> str:
+    return "\n".join(c.message for e in report.exercises for c in e.checks)
+
+
+def test_the_controls_keep_their_grades_beside_every_attack(
+    graded: tuple[BatchReport, Path],
+) -> None:
+    batch, out = graded
+    reports = _by_file(batch)
+    assert batch.errors == 0 and not batch.stopped
+    assert {s.status for s in batch.submissions} == {"graded"}
+    for name in reports:
+        assert (out / "submissions" / f"{name}.json").exists() or name == HTML_NAME
+    solved_ex2 = _checks(reports["solved"])
+    assert all(c.outcome is GradedOutcome.PASSED for c in solved_ex2)
+    assert reports["solved"].points == reports["solved"].max_points
+    assert reports[HTML_NAME].points == reports["untouched"].points
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("forged-reply-lines", "wrote to the check worker's channel"),
+        ("huge-line", "wrote a line longer than 8 MiB on its channel"),
+        ("deep-reply", "could not be read: RecursionError"),
+    ],
+)
+def test_what_breaks_the_channel_is_that_submissions_did_not_run(
+    graded: tuple[BatchReport, Path], name: str, said: str
+) -> None:
+    checks = _checks(_by_file(graded[0])[name])
+    assert all(c.outcome is not GradedOutcome.PASSED for c in checks)
+    assert any(c.outcome is GradedOutcome.DID_NOT_RUN and said in c.message for c in checks)
+
+
+def test_a_reply_the_checks_cannot_read_is_quoted_as_the_submissions_own(
+    graded: tuple[BatchReport, Path],
+) -> None:
+    batch, out = graded
+    report = _by_file(batch)["unreadable-reply"]
+    messages = _messages(report)
+    assert "Quoted from your answer" in messages
+    assert "report it to the course team" not in messages
+    assert EVIL in messages  # kept as the learner's data in the JSON report...
+    html = (out / "class.html").read_text()
+    assert "<script" not in html and "<img" not in html  # ...and inert in HTML and Markdown
+    summary = _outside_code_blocks((out / "summary.md").read_text())
+    assert "<script" not in summary and "<img" not in summary
+    assert "&lt;img src=x onerror=alert\\(1\\)&gt;" in summary
+
+
+def _outside_code_blocks(markdown: str) -> str:
+    """The Markdown without its fenced code blocks (where nothing is HTML or Markdown)."""
+    kept, fence = [], ""
+    for line in markdown.splitlines():
+        if fence:
+            fence = "" if line.strip() == fence else fence
+        elif line.startswith("```"):
+            fence = line[: len(line) - len(line.lstrip("`"))]
+        else:
+            kept.append(line)
+    return "\n".join(kept)
+
+
+@pytest.mark.parametrize("name", [n for n in ATTACKS if n.startswith("reference-")])
+def test_labkits_own_implementation_is_not_the_graded_answer(
+    graded: tuple[BatchReport, Path], name: str
+) -> None:
+    reports = _by_file(graded[0])
+    report = reports[name]
+    assert all(c.outcome is not GradedOutcome.PASSED for c in _checks(report))
+    demo = next(c for e in report.exercises for c in e.checks if c.name == f"outputs/{DEMO}")
+    assert demo.points == 0  # the kernel has labkit: the demo printed the right text
+    if name in ("reference-import", "reference-wrapper", "reference-sys-modules"):
+        assert "labkit's own code, which your answer cannot use" in _messages(report)
+
+
+@pytest.mark.parametrize("name", ["comm-flood", "display-flood"])
+def test_a_flood_of_kernel_messages_cuts_that_run_with_a_notice(
+    graded: tuple[BatchReport, Path], name: str
+) -> None:
+    report = _by_file(graded[0])[name]
+    assert any(
+        "grading stopped at a cell you added" in n and "passed the grader's bound" in n
+        for n in report.notices
+    ), report.notices
+
+
+def test_filling_the_disk_is_refused_and_said(graded: tuple[BatchReport, Path]) -> None:
+    report = _by_file(graded[0])["disk-filler"]
+    assert any("No space left on device" in n for n in report.notices), report.notices
+
+
+def test_a_constant_answer_gains_no_output_point_from_a_kernel_only_right_answer(
+    graded: tuple[BatchReport, Path],
+) -> None:
+    """The constant passes the refusal checks; the try cell shows every case, so its output
+    (the solution's text, from the kernel-only right answer) waits for all of them."""
+    report = _by_file(graded[0])["constant-with-hook"]
+    assert any(c.outcome is GradedOutcome.PASSED for c in _checks(report))
+    demo = next(c for e in report.exercises for c in e.checks if c.name == f"outputs/{DEMO}")
+    assert demo.outcome is GradedOutcome.NOT_ATTEMPTED and demo.points == 0
+    assert "'url offered when declared'" in demo.message
