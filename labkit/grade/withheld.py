@@ -29,8 +29,10 @@ from typing import Any
 PACKAGE = "labkit"
 
 
-class ReferenceWithheld(RuntimeError):
-    """labkit's own code was used where the learner's answer must stand on its own."""
+class ReferenceWithheld(Exception):
+    """labkit's own code was used where the learner's answer must stand on its own. No
+    built-in exception type is among its bases, so no check takes it for a refusal the
+    contract names (PermissionError, RuntimeError, ...)."""
 
     def __init__(self, name: str) -> None:
         super().__init__(

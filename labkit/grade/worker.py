@@ -255,8 +255,10 @@ class _Worker:
                     self.lines.put(_Cut(_FLOOD))
                     return
                 self.lines.put(raw.decode("utf-8", "replace"))
-        except (OSError, ValueError):  # the pipe was closed under the reader (the kill)
+        except (OSError, ValueError):  # a read error is the end of the channel
             pass
+        finally:
+            stream.close()  # here, not in `kill`: closing it there would wait for this read
         self.lines.put(None)
 
     def send(self, message: dict[str, Any]) -> None:
@@ -292,14 +294,15 @@ class _Worker:
         return self.receive(timeout)
 
     def kill(self) -> None:
+        """Kill the process. Its output is left to the reader, which ends at end of file:
+        when the job ends, if a process the worker started still holds the pipe."""
         with contextlib.suppress(OSError):
             self.proc.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(10)
-        for stream in (self.proc.stdin, self.proc.stdout):
-            if stream is not None:
-                with contextlib.suppress(OSError, ValueError):
-                    stream.close()
+        if self.proc.stdin is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self.proc.stdin.close()
 
 
 class WorkerRunner:

@@ -230,6 +230,25 @@ class InProcessWorker(InProcessRunner):
         return super().call(name, args, timeout)
 
 
+class ViewWorkers:
+    """`grader.Workers` as plain worker processes on labkit's view, without a job (tests of
+    what crosses the channel and of the deadline, not of containment)."""
+
+    def __init__(self, call_timeout: float = 5.0, start_timeout: float = 10.0) -> None:
+        self.call_timeout = call_timeout
+        self.start_timeout = start_timeout
+
+    @contextmanager
+    def runner(
+        self, scratch: Path, sources: Sequence[str], deadline: Deadline
+    ) -> Iterator[WorkerRunner]:
+        runner = view_runner(sources, scratch, start_timeout=self.start_timeout, deadline=deadline)
+        try:
+            yield runner
+        finally:
+            runner.close()
+
+
 class InProcessWorkers:
     """`grader.Workers` in this process (no confinement: tests of the scoring only). Records
     the sources each exercise's worker was given."""
