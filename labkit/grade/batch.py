@@ -162,13 +162,13 @@ def _each(
     """`one` for each file, `jobs` at once; on an interrupt or SIGTERM, what was graded, every
     other file "did not run", and why the run stopped."""
     done: dict[int, SubmissionReport] = {}
+    futures: dict[Future[SubmissionReport], int] = {}
     stopped = ""
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
     try:
         with _stop_on_sigterm():
-            futures: dict[Future[SubmissionReport], int] = {
-                pool.submit(one, path): n for n, path in enumerate(files)
-            }
+            for n, path in enumerate(files):
+                futures[pool.submit(one, path)] = n
             for future in as_completed(futures):
                 done[futures[future]] = future.result()
     except (KeyboardInterrupt, SystemExit, Stopped) as interrupt:
@@ -177,6 +177,10 @@ def _each(
         # Stopped: submissions still running finish in the background (each job ends with
         # the grader's process); the report does not wait for them.
         pool.shutdown(wait=not stopped, cancel_futures=True)
+    for future, n in futures.items():  # graded before the stop, not yet collected
+        finished = future.done() and not future.cancelled() and future.exception() is None
+        if n not in done and finished:
+            done[n] = future.result()
     reports = [
         done.get(n) or SubmissionReport.failed(path.name, f"did not run: {stopped}")
         for n, path in enumerate(files)

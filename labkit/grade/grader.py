@@ -366,7 +366,7 @@ def grade(
         shutil.rmtree(area, onerror=_unremovable)
     scores = {e: [_score(e, r) for r in found_results] for e, found_results in results.items()}
     mine = [execution.cells[i] for i in at]
-    notices += _cell_notices(cells, mine)
+    notices += _cell_notices(cells, mine, execution.problem)
     output_scores = _output_scores(checked, cells, mine, course, execution, exercises, results)
     if output_scores:
         scores[OUTPUTS_SECTION] = output_scores
@@ -667,8 +667,11 @@ def _mark_cell(cell: NotebookNode) -> str:
     return f"{_Q}({_B}.globals(), {names!r})\n" if names else "pass\n"
 
 
-def _cell_notices(cells: Sequence[NotebookNode], runs: Sequence[CellRun]) -> list[str]:
-    """What happened to the learner's own cells, when it matters for the score."""
+def _cell_notices(
+    cells: Sequence[NotebookNode], runs: Sequence[CellRun], problem: str
+) -> list[str]:
+    """What happened to the learner's own cells, when it matters for the score (`problem`:
+    why the run stopped)."""
     notices = []
     for cell, run in zip(cells, runs, strict=False):
         name = f"cell `{cell.get('id')}`" if cell.get("id") else "a cell you added"
@@ -680,10 +683,7 @@ def _cell_notices(cells: Sequence[NotebookNode], runs: Sequence[CellRun]) -> lis
                 "limit): later cells did not run"
             )
         elif run.status is CellStatus.CUT:
-            notices.append(
-                f"grading stopped at {name}: the kernel's messages passed the grader's bound "
-                "for one notebook, so later cells did not run"
-            )
+            notices.append(f"grading stopped at {name}: {problem}; later cells did not run")
         elif run.status is CellStatus.ERROR:
             what = "ran out of memory" if run.ename == "MemoryError" else "raised"
             said = " ".join(f"{run.ename}: {run.evalue}".split())  # one line, whatever it holds

@@ -24,8 +24,11 @@ import enum
 import json
 import logging
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +45,7 @@ from nbclient.util import ensure_async
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
+from labkit.grade import relay
 from labkit.grade.containment import (
     KERNEL_MODULE,
     Containment,
@@ -185,23 +189,24 @@ def kernel_env() -> dict[str, str]:
         "LANG": "C.UTF-8",
         "PYTHONHASHSEED": "0",
         "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+        # glibc reserves 64 MiB of address space per malloc arena, up to eight per CPU: with
+        # ipykernel's threads that alone took much of the address-space limit.
+        "MALLOC_ARENA_MAX": "2",
     }
 
 
 # What the grader keeps and reads of one kernel's message stream. The stream is the learner's
 # to fill (display floods, `update_display`, widget comms with binary buffers, messages sent by
 # hand on the kernel's sockets), so every part of it is bounded in the grader:
-# - zmq refuses a message frame over `MAX_FRAME` bytes (the connection drops it) and queues at
-#   most `MAX_QUEUED` messages per socket; a message is delivered whole, so one message is also
-#   bounded by what the kernel itself can hold (its job's memory limit);
+# - the kernel's sockets are never the grader's: a relay process (`labkit.grade.relay`, its
+#   own memory bounded) forwards only messages of at most `relay.MAX_MESSAGE` bytes in all and
+#   ends the run at a larger one; the grader's sockets queue at most `relay.QUEUED` messages;
 # - nothing of a widget is kept (`store_widget_state` off: no state, no buffers), and at most
 #   `MAX_COMMS` comm objects (the Output widget's) are made;
 # - a cell keeps at most `MAX_OUTPUT` characters in at most `MAX_OUTPUTS` outputs, past which
 #   its outputs are dropped with one note (an honest flood of prints keeps its first part);
 # - a run reads at most `RUN_BYTES` bytes in `RUN_MESSAGES` messages for its cells; past either,
 #   the run is cut: the kernel is stopped, the cell is "cut" and later cells did not run.
-MAX_FRAME: Final = 16 * 1024**2
-MAX_QUEUED: Final = 64
 MAX_COMMS: Final = 256
 MAX_OUTPUTS: Final = 5_000
 # A course notebook's whole run reads under 100 KB in under 150 messages (measured on the
@@ -210,7 +215,7 @@ RUN_BYTES: Final = 64 * 1024**2
 RUN_MESSAGES: Final = 1_000_000
 CUT: Final = (
     f"the kernel's messages passed the grader's bound for one notebook ({RUN_BYTES // 1024**2} "
-    f"MiB or {RUN_MESSAGES:,} messages): grading stopped at this cell"
+    f"MiB or {RUN_MESSAGES:,} messages)"
 )
 
 
@@ -260,7 +265,10 @@ class _BoundedClient(NotebookClient):
     ) -> None:
         if msg.get("msg_type") == "comm_open" and len(self.comm_objects) >= MAX_COMMS:
             return  # no more comm objects: a widget's messages are never graded
-        super().handle_comm_msg(outs, msg, cell_index)
+        try:
+            super().handle_comm_msg(outs, msg, cell_index)
+        except Exception:  # a widget message nbclient cannot read (a state without its model)
+            _quiet.debug("a comm message was dropped", exc_info=True)
 
     def output(
         self,
@@ -288,13 +296,51 @@ class _BoundedClient(NotebookClient):
 
 
 class _JobKernelManager(AsyncKernelManager):
-    """The kernelspec's command, run as one job: its uid filled in, its container around it."""
+    """The kernelspec's command, run as one job: its uid filled in, its container around it;
+    and its client connected through a relay (`relay_ip`: ipc paths only root can reach)."""
 
     job: Job | None = None
+    relay_ip: str = ""
+    relay: subprocess.Popen[bytes] | None = None
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         argv = super().format_kernel_cmd(extra_arguments)
         return self.job.command(argv) if self.job is not None else argv
+
+    def _make_url(self, channel: str) -> str:
+        """The manager's own sockets (its control channel: interrupts) go through the relay
+        too (the kernel binds the paths of `ip`, which the connection file names)."""
+        return f"ipc://{self.relay_ip}-{getattr(self, f'{channel}_port')}"
+
+    def client(self, **kwargs: Any) -> Any:
+        """A client of the relay, which is started here: the kernel's ports are known now."""
+        ports = {name: getattr(self, f"{name}_port") for name in relay.CHANNELS}
+        self.relay = subprocess.Popen(
+            [sys.executable, "-I", relay.__file__, self.ip, self.relay_ip, json.dumps(ports)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "MALLOC_ARENA_MAX": "2"},
+        )
+        return super().client(**{**kwargs, "ip": self.relay_ip})
+
+    def relay_cut(self) -> str:
+        """Why the relay stopped forwarding ("" while it forwards)."""
+        code = None if self.relay is None else self.relay.poll()
+        if code is None:
+            return ""
+        if code == relay.TOO_BIG:
+            return (
+                "the kernel sent a message of more than "
+                f"{relay.MAX_MESSAGE // 1024**2} MiB, the grader's bound for one message"
+            )
+        return "the kernel sent a message larger than the grader takes"
+
+    def end_relay(self) -> None:
+        if self.relay is not None:
+            with contextlib.suppress(OSError):
+                self.relay.kill()
+            self.relay.wait()
 
 
 class KernelRunner:
@@ -327,7 +373,7 @@ class KernelRunner:
             cells = [CellRun(CellStatus.NOT_RUN) for _ in sources]
             return Execution(cells, False, f"the job could not start: {error}")
 
-    def _manager(self, scratch: Path, job: Job) -> AsyncKernelManager:
+    def _manager(self, scratch: Path, job: Job, relays: Path) -> _JobKernelManager:
         specs = KernelSpecManager(kernel_dirs=[str(self.spec_dir)], ensure_native_kernel=False)
         # IPC sockets in the scratch directory: no TCP port, and the kernel has no network.
         manager = _JobKernelManager(
@@ -338,9 +384,10 @@ class KernelRunner:
             connection_file=str(scratch / "kernel.json"),
         )
         manager.job = job
+        manager.relay_ip = str(relays / "kernel")
         # Set before any socket of the kernel's client exists: the context hands them on.
-        manager.context.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME)
-        manager.context.setsockopt(zmq.RCVHWM, MAX_QUEUED)
+        manager.context.setsockopt(zmq.MAXMSGSIZE, relay.MAX_MESSAGE)
+        manager.context.setsockopt(zmq.RCVHWM, relay.QUEUED)
         return manager
 
     async def _run(
@@ -354,9 +401,13 @@ class KernelRunner:
         def on_executed(cell: NotebookNode, cell_index: int, execute_reply: Any) -> None:
             replies[cell_index] = execute_reply.get("content", {}) if execute_reply else {}
 
+        # The relay's sockets: beside the scratch folder, in a folder of root's alone (no job
+        # can reach it, or bind a socket of its own there).
+        relays = Path(tempfile.mkdtemp(dir=scratch.parent, prefix=".relay-"))
+        manager = self._manager(scratch, job, relays)
         client = _BoundedClient(
             nb,
-            km=self._manager(scratch, job),
+            km=manager,
             timeout=self.limits.cell_timeout,
             startup_timeout=max(1, int(deadline.bound(self.limits.startup_timeout))),
             interrupt_on_timeout=True,
@@ -386,6 +437,8 @@ class KernelRunner:
             # fails to start; the run is over either way.
             atexit.unregister(client._cleanup_kernel)
             log_path.unlink(missing_ok=True)
+            manager.end_relay()
+            shutil.rmtree(relays, ignore_errors=True)
 
     async def _execute(
         self,
@@ -405,27 +458,47 @@ class KernelRunner:
             stdout=subprocess.DEVNULL,
             stderr=kernel_log,
         ):
-            await self._cap_output(client, nb)
-            for index, cell in enumerate(nb.cells):
-                if deadline.passed():
-                    return Execution(cells, True, "the total time limit was reached")
-                client.timeout = max(1, int(deadline.bound(self.limits.cell_timeout)))
-                try:
-                    await client.async_execute_cell(cell, index)
-                except DeadKernelError:
-                    cells[index] = CellRun(CellStatus.DEAD, _plain(cell.outputs))
-                    return Execution(cells, True, "the kernel died")
-                except CellTimeoutError:
-                    cells[index] = CellRun(CellStatus.TIMEOUT, _plain(cell.outputs))
-                else:
-                    cells[index] = _cell_run(cell, replies.get(index, {}))
-                if client.cut:
-                    cells[index] = CellRun(CellStatus.CUT, _plain(cell.outputs))
-                    return Execution(cells, True, client.cut)
-                if cells[index].status is CellStatus.TIMEOUT:
-                    alive = await self._responsive(client, nb, replies, deadline)
-                    if not alive:
-                        return Execution(cells, True, STUCK)
+            manager = client.km
+            assert isinstance(manager, _JobKernelManager)
+            watch = asyncio.ensure_future(_watch(manager))
+            try:
+                return await self._cells(client, nb, cells, replies, deadline, manager)
+            finally:
+                watch.cancel()
+
+    async def _cells(
+        self,
+        client: _BoundedClient,
+        nb: NotebookNode,
+        cells: list[CellRun],
+        replies: dict[int, dict[str, Any]],
+        deadline: Deadline,
+        manager: _JobKernelManager,
+    ) -> Execution:
+        """Each cell in turn, until the end, the deadline, a dead kernel or a cut."""
+        await self._cap_output(client, nb)
+        for index, cell in enumerate(nb.cells):
+            if deadline.passed():
+                return Execution(cells, True, "the total time limit was reached")
+            client.timeout = max(1, int(deadline.bound(self.limits.cell_timeout)))
+            try:
+                await client.async_execute_cell(cell, index)
+            except DeadKernelError:
+                cut = manager.relay_cut()  # the watch stopped the kernel: no relay, no grading
+                status = CellStatus.CUT if cut else CellStatus.DEAD
+                cells[index] = CellRun(status, _plain(cell.outputs))
+                return Execution(cells, True, cut or "the kernel died")
+            except CellTimeoutError:
+                cells[index] = CellRun(CellStatus.TIMEOUT, _plain(cell.outputs))
+            else:
+                cells[index] = _cell_run(cell, replies.get(index, {}))
+            if client.cut:
+                cells[index] = CellRun(CellStatus.CUT, _plain(cell.outputs))
+                return Execution(cells, True, client.cut)
+            if cells[index].status is CellStatus.TIMEOUT:
+                alive = await self._responsive(client, nb, replies, deadline)
+                if not alive:
+                    return Execution(cells, True, STUCK)
         return Execution(cells, True)
 
     async def _cap_output(self, client: NotebookClient, nb: NotebookNode) -> None:
@@ -458,6 +531,18 @@ class KernelRunner:
         finally:
             nb.cells.pop()
         return replies.pop(index, {}).get("ename") != TIMEOUT_ENAME
+
+
+async def _watch(manager: _JobKernelManager) -> None:
+    """Once the relay ends (a message over its bound), nothing more reaches the grader: the
+    kernel is killed, so the cell in progress ends as a dead kernel, which the runner reports
+    as the relay's cut."""
+    if manager.relay is None:
+        return
+    while manager.relay.poll() is None:
+        await asyncio.sleep(0.1)
+    with contextlib.suppress(Exception):  # a kernel already gone needs no signal
+        await ensure_async(manager.signal_kernel(signal.SIGKILL))
 
 
 def _last_line(log: Path) -> str:

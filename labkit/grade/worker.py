@@ -214,8 +214,8 @@ class BadReply(WorkerGone):
 # exception's text by `calls.describe`), at most `MAX_QUEUED` lines nobody has read yet (the
 # worker answers one request at a time, so an honest worker has at most one waiting). Past
 # either, the reader stops and the next read says so; the worker is then killed.
-MAX_LINE: Final = 8 * 1024**2
-MAX_QUEUED: Final = 8
+MAX_LINE: Final = 2 * 1024**2
+MAX_QUEUED: Final = 4
 _FLOOD: Final = f"wrote more than {MAX_QUEUED} lines on its channel that nobody asked for"
 _LONG: Final = f"wrote a line longer than {MAX_LINE // 1024**2} MiB on its channel"
 

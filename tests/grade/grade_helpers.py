@@ -14,6 +14,7 @@ import copy
 import subprocess
 import sys
 import tempfile
+import textwrap
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -272,3 +273,76 @@ class InProcessWorkers:
             except Exception:
                 continue
         yield InProcessWorker(namespace, self.start_error, self.died)
+
+
+# -- what a hostile class sends: floods of the kernel's messages and of the worker's channel -----
+
+# The check worker's reply channel, from the learner's code in the worker: every pipe it may
+# write to (its protocol descriptor). Used only in the worker (no `get_ipython` there).
+CHANNEL = """
+import os as _os, stat as _stat
+def _channel_write(data):
+    for _fd in range(3, 64):
+        try:
+            if _stat.S_ISFIFO(_os.fstat(_fd).st_mode):
+                _os.write(_fd, data)
+        except OSError:
+            pass
+"""
+IN_WORKER = "try:\n    get_ipython\nexcept NameError:\n"
+
+
+def in_worker(body: str) -> str:
+    """`body` run only in the check worker, at definition time."""
+    return IN_WORKER + textwrap.indent(body.strip("\n") + "\n", "    ")
+
+
+def stub_after(body: str) -> str:
+    """Exercise 2's `url_elicitation` that runs `body` in the worker, then is the stub."""
+    return (
+        "def url_elicitation(capabilities, message, url):\n"
+        + textwrap.indent(in_worker(body), "    ")
+        + "    raise NotImplementedError\n"
+    )
+
+
+def huge_line(mib: int) -> str:
+    """An answer cell (exercise 2) writing one line of `mib` MiB, no newline, on each call."""
+    return CHANNEL + stub_after(
+        f"chunk = b'x' * 1024**2\nfor _ in range({mib}):\n    _channel_write(chunk)\n"
+    )
+
+
+def comm_flood(count: int, mib: int) -> str:
+    """A cell opening `count` widget comms (state and a binary buffer of `mib` MiB each, as
+    ipywidgets sends them: what a client that stores widget state keeps)."""
+    return (
+        "from comm import create_comm\n"
+        f"for n in range({count}):\n"
+        "    state = {'_model_module': 'flood', '_model_name': 'FloodModel', 'value': n}\n"
+        "    create_comm(target_name='jupyter.widget', "
+        "data={'state': state, 'buffer_paths': [['value']]}, "
+        f"buffers=[b'x' * ({mib} * 1024**2)])\n"
+    )
+
+
+def display_flood(count: int, kib: int) -> str:
+    """A cell updating one display `count` times with `kib` KiB of text each time."""
+    return (
+        "from IPython.display import display, update_display\n"
+        'display("x", display_id="flood")\n'
+        f"for n in range({count}):\n"
+        f'    update_display({{"text/plain": "y" * ({kib} * 1024)}}, raw=True, '
+        'display_id="flood")\n'
+    )
+
+
+def disk_filler(count: int, mib: int) -> str:
+    """A cell writing `count` files of `mib` MiB each (each under the per-file limit)."""
+    return (
+        f"for n in range({count}):\n"
+        "    try:\n"
+        f'        open(f"filler-{{n}}", "wb").write(b"x" * ({mib} * 1024**2))\n'
+        "    except OSError as error:\n"
+        "        print(type(error).__name__)\n"
+    )

@@ -16,11 +16,12 @@ The same batch holds the submissions that once ended a whole run or filled the g
 (`ATTACKS`): forged reply lines on the check worker's channel at definition time, replies
 nested 100,000 deep (one while the check closes), a line of 400 MiB, a forged reply the
 checks cannot read (its text an HTML payload), labkit's own implementation imported, wrapped,
-loaded from its source file or found in `sys.modules`, widget comms with 96 MiB of buffers,
-100 MiB of display updates (each past the kernel's bound for one run), and 400 MiB written to
-disk. Every submission is graded, the run
-exits 0 with every report written, and the untouched and solved copies beside them keep
-their grades. A file named as an HTML tag is graded too: the Markdown summary shows it inert.
+loaded from its source file or found in `sys.modules`, a widget comm nbclient cannot read,
+widget comms with 80 MiB of buffers and 80 MiB of display updates (each past the kernel's
+bound for one run), one message of 30 MiB (past the bound for one message), and 400 MiB
+written to disk. Every submission is graded, the run exits 0 with every report written, and
+the untouched and solved copies beside them keep their grades. A file named as an HTML tag is
+graded too: the Markdown summary shows it inert.
 """
 
 from __future__ import annotations
@@ -29,14 +30,26 @@ import copy
 import importlib
 import inspect
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
 from nbformat import NotebookNode
 
 import labkit
-from grade.grade_helpers import COURSE, solved, with_cell, write
+from grade.grade_helpers import (
+    CHANNEL,
+    COURSE,
+    IN_WORKER,
+    comm_flood,
+    disk_filler,
+    display_flood,
+    huge_line,
+    in_worker,
+    solved,
+    stub_after,
+    with_cell,
+    write,
+)
 from labkit import cli
 from labkit.course import build
 from labkit.grade.report import BatchReport, CheckScore, GradedOutcome, SubmissionReport
@@ -202,18 +215,6 @@ get_ipython().events.register("post_run_cell", _leak)
 """,
 }
 
-# The check worker's reply channel, seen from the learner's code in the worker: every pipe it
-# may write to (its protocol descriptor). Only in the worker (no `get_ipython` there).
-CHANNEL = """
-import os as _os, stat as _stat
-def _channel_write(data):
-    for _fd in range(3, 64):
-        try:
-            if _stat.S_ISFIFO(_os.fstat(_fd).st_mode):
-                _os.write(_fd, data)
-        except OSError:
-            pass
-"""
 EVIL = "<script>alert('evil')</script>"
 FORGED_REPLY = {
     "kind": "raised",
@@ -231,31 +232,14 @@ FORGED_REPLY = {
         "deliberate": True,
     },
 }
-IN_WORKER = "try:\n    get_ipython\nexcept NameError:\n"
-
-
-def _in_worker(body: str) -> str:
-    """`body` run only in the check worker, at definition time."""
-    return IN_WORKER + textwrap.indent(body.strip("\n") + "\n", "    ")
-
-
-def _stub_after(body: str) -> str:
-    """A `url_elicitation` that runs `body` in the worker, then is the starter stub."""
-    return (
-        "def url_elicitation(capabilities, message, url):\n"
-        + textwrap.indent(_in_worker(body), "    ")
-        + "    raise NotImplementedError\n"
-    )
-
-
 REAL_URL_MODE = str(Path(labkit.__file__).resolve().parent / "url_mode.py")
 ATTACKS = {
     "forged-reply-lines": CHANNEL
-    + _in_worker("""_channel_write(b'{"defined": ["url_elicitation"], "errors": []}\\n' * 300)""")
+    + in_worker("""_channel_write(b'{"defined": ["url_elicitation"], "errors": []}\\n' * 300)""")
     + "#STUB\n",
     "deep-reply": CHANNEL
     + "import threading, time\n"
-    + _stub_after(
+    + stub_after(
         """
 deep = b"[" * 100000 + b"]" * 100000 + b"\\n"
 _channel_write(deep)
@@ -265,18 +249,11 @@ def _while_the_check_closes():
 threading.Thread(target=_while_the_check_closes, daemon=True).start()
 """
     ),
-    "huge-line": CHANNEL
-    + _stub_after(
-        """
-chunk = b"x" * 1024**2
-for _ in range(400):
-    _channel_write(chunk)
-"""
-    ),
+    "huge-line": huge_line(400),
     # The forged reply instead of the worker's own: the worker ends right after writing it.
     "unreadable-reply": CHANNEL
     + "import json\n"
-    + _stub_after(f"_channel_write(json.dumps({FORGED_REPLY!r}).encode() + b'\\n')\n_os._exit(0)"),
+    + stub_after(f"_channel_write(json.dumps({FORGED_REPLY!r}).encode() + b'\\n')\n_os._exit(0)"),
     "reference-import": "from labkit.url_mode import url_elicitation\n",
     "reference-wrapper": """
 import importlib
@@ -309,24 +286,14 @@ def url_elicitation(capabilities, message, url):
 }
 # Cells added after the answer cell: floods of the kernel's message stream, and a disk filler.
 ADDED = {
-    "comm-flood": """
-from comm import create_comm
-for n in range(12):
-    create_comm(target_name="labkit.flood", data={"n": n}, buffers=[b"x" * (8 * 1024**2)])
-""",
-    "display-flood": """
-from IPython.display import display, update_display
-display("x", display_id="flood")
-for n in range(100):
-    update_display({"text/plain": "y" * 1024**2}, raw=True, display_id="flood")
-""",
-    "disk-filler": """
-for n in range(5):
-    try:
-        open(f"filler-{n}", "wb").write(b"x" * (80 * 1024**2))
-    except OSError as error:
-        print(type(error).__name__)
-""",
+    "comm-flood": comm_flood(40, 2),
+    "one-big-message": "from comm import create_comm\n"
+    "create_comm(target_name='labkit.flood', data={}, buffers=[b'x' * 3 * 1024**2] * 10)\n",
+    # A widget's comm without the model its state must name: nbclient raised on it.
+    "malformed-widget": "from comm import create_comm\n"
+    "create_comm(target_name='jupyter.widget', data={'state': {}})\n",
+    "display-flood": display_flood(640, 128),
+    "disk-filler": disk_filler(5, 80),
 }
 # A constant answer (one refusal whatever the input: it passes every "refused" check) in the
 # check worker, and the right answer in the notebook's kernel (so ex2-try prints the
@@ -482,7 +449,7 @@ def test_the_controls_keep_their_grades_beside_every_attack(
     ("name", "said"),
     [
         ("forged-reply-lines", "wrote to the check worker's channel"),
-        ("huge-line", "wrote a line longer than 8 MiB on its channel"),
+        ("huge-line", "wrote a line longer than 2 MiB on its channel"),
         ("deep-reply", "could not be read: RecursionError"),
     ],
 )
@@ -536,14 +503,20 @@ def test_labkits_own_implementation_is_not_the_graded_answer(
         assert "labkit's own code, which your answer cannot use" in _messages(report)
 
 
-@pytest.mark.parametrize("name", ["comm-flood", "display-flood"])
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("comm-flood", "the kernel's messages passed the grader's bound for one notebook"),
+        ("display-flood", "the kernel's messages passed the grader's bound for one notebook"),
+        ("one-big-message", "a message of more than 4 MiB, the grader's bound for one message"),
+    ],
+)
 def test_a_flood_of_kernel_messages_cuts_that_run_with_a_notice(
-    graded: tuple[BatchReport, Path], name: str
+    graded: tuple[BatchReport, Path], name: str, said: str
 ) -> None:
     report = _by_file(graded[0])[name]
     assert any(
-        "grading stopped at a cell you added" in n and "passed the grader's bound" in n
-        for n in report.notices
+        n.startswith("grading stopped at a cell you added: ") and said in n for n in report.notices
     ), report.notices
 
 
@@ -562,3 +535,103 @@ def test_a_constant_answer_gains_no_output_point_from_a_kernel_only_right_answer
     demo = next(c for e in report.exercises for c in e.checks if c.name == f"outputs/{DEMO}")
     assert demo.outcome is GradedOutcome.NOT_ATTEMPTED and demo.points == 0
     assert "'url offered when declared'" in demo.message
+
+
+# -- exercises 4 and 5, and the total deadline: batches of their own ----------------------------
+
+EX4, EX5 = "06-ex4-symlink-policy", "07-ex5-legacy-adapter"
+# A thread started with the answer cells fills every check's folder as fast as it can, so a
+# check's folder cannot be removed when the check ends (once, that ended the whole run).
+FOLDER_FILLER = """
+import os as _os, threading as _threading
+def _fill():
+    n = 0
+    while True:
+        for name in _os.listdir("."):
+            if name.startswith("labkit-check-"):
+                n += 1
+                try:
+                    open(_os.path.join(name, f"x{n % 50}"), "w").close()
+                except OSError:
+                    pass
+try:
+    get_ipython
+except NameError:
+    _threading.Thread(target=_fill, daemon=True).start()
+"""
+
+
+def _learner(stem: str) -> NotebookNode:
+    return build.read_notebook(COURSE.parent / "notebooks" / f"{stem}.ipynb")
+
+
+def _with_answer(nb: NotebookNode, cell_id: str, source: str) -> NotebookNode:
+    nb = copy.deepcopy(nb)
+    _cell(nb, cell_id).source = source
+    return nb
+
+
+@pytest.fixture(scope="module")
+def others(tmp_path_factory: pytest.TempPathFactory) -> BatchReport:
+    """Matched by their metadata (no `--as`): untouched and solved copies of exercises 4 and
+    5 beside the folder filler (a right answer) and labkit's legacy adapter as the answer."""
+    subs = tmp_path_factory.mktemp("others")
+    out = tmp_path_factory.mktemp("others-grades")
+    ex4, ex5 = _learner(EX4), _learner(EX5)
+    solved4 = _cell(solved(EX4, COURSE), "ex4-solution").source
+    write(subs, "ex4-untouched.ipynb", ex4)
+    write(subs, "ex4-solved.ipynb", solved(EX4, COURSE))
+    write(
+        subs, "ex4-folder-filler.ipynb", _with_answer(ex4, "ex4-solution", FOLDER_FILLER + solved4)
+    )
+    write(subs, "ex5-untouched.ipynb", ex5)
+    write(subs, "ex5-solved.ipynb", solved(EX5, COURSE))
+    reference = "from labkit.legacy import to_legacy_requests\n"
+    write(subs, "ex5-reference.ipynb", _with_answer(ex5, "ex5-solution", reference))
+    from_setup = "to_legacy_requests = legacy.to_legacy_requests\n"  # `legacy`: the setup's
+    write(subs, "ex5-from-setup.ipynb", _with_answer(ex5, "ex5-solution", from_setup))
+    code = cli.main(
+        ["grade", str(subs), "--solutions", str(COURSE), "--out", str(out)] + ["--jobs", "2"]
+    )
+    assert code == 0
+    return BatchReport.model_validate_json((out / "batch.json").read_text())
+
+
+def test_a_thread_filling_the_check_folders_ends_nothing(others: BatchReport) -> None:
+    reports = _by_file(others)
+    assert {s.status for s in others.submissions} == {"graded"}
+    assert reports["ex4-solved"].points == reports["ex4-solved"].max_points
+    filler = _checks(reports["ex4-folder-filler"], "ex4")
+    assert {c.outcome for c in filler} == {GradedOutcome.PASSED}  # a right answer, judged
+
+
+@pytest.mark.parametrize("name", ["ex5-reference", "ex5-from-setup"])
+def test_labkits_legacy_adapter_is_not_exercise_5s_answer(others: BatchReport, name: str) -> None:
+    reports = _by_file(others)
+    assert reports["ex5-solved"].points == reports["ex5-solved"].max_points
+    assert reports[name].points <= reports["ex5-untouched"].points
+    assert all(c.outcome is not GradedOutcome.PASSED for c in _checks(reports[name], "ex5"))
+
+
+SLOW_CALLS = """
+import time
+def url_elicitation(capabilities, message, url):
+    time.sleep(2.8)
+    raise NotImplementedError
+"""
+
+
+def test_one_total_deadline_covers_the_kernel_and_every_check(tmp_path: Path) -> None:
+    """Every call sleeps just under the per-call bound (3 s): the checks past the total (20 s)
+    did not run, and the solved copy in the same batch is graded in full within it."""
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    learner = build.read_notebook(LEARNER_COPY)
+    write(subs, "solved.ipynb", solved(STEM, COURSE))
+    write(subs, "slow.ipynb", _with_answer(learner, ANSWER, SLOW_CALLS))
+    args = ["grade", str(subs), "--solutions", str(COURSE), "--as", STEM, "--out", str(out)]
+    assert cli.main([*args, "--jobs", "2", "--timeout", "3", "--total-timeout", "20"]) == 0
+    reports = _by_file(BatchReport.model_validate_json((out / "batch.json").read_text()))
+    assert reports["solved"].points == reports["solved"].max_points
+    slow = _checks(reports["slow"])
+    notice = "the submission's total time limit (20 s) was reached"
+    assert slow[-1].outcome is GradedOutcome.DID_NOT_RUN and notice in slow[-1].message

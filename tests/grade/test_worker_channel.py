@@ -56,7 +56,7 @@ REPLIES = {
         'b\'{"kind": "returned", "value": {"$": "no such tag"}}\\n\'',
         "EncodingError",
     ),
-    "a line longer than the bound": (f"b'x' * {MAX_LINE + 10} + b'\\n'", "longer than 8 MiB"),
+    "a line longer than the bound": (f"b'x' * {MAX_LINE + 10} + b'\\n'", "longer than 2 MiB"),
     "lines nobody asked for": (
         f"b'{{\"ok\": true}}\\n' * {MAX_QUEUED * 4}",
         "that nobody asked for",
