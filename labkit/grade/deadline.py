@@ -6,7 +6,7 @@ left of it as well as by its own limit, so no sequence of waits, each under its 
 adds up past the total (a submission whose every call sleeps just under the per-call limit,
 and whose racers each take their whole start bound, is stopped at the total like any other).
 
-The clock is injected. Must not import anything of the grader.
+The clock is injected. Imports nothing from labkit.
 """
 
 from __future__ import annotations

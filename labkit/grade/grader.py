@@ -30,7 +30,7 @@ Output rules (a mistake costs once): a cell's saved output is compared (nbval) w
 solution opts it in and the release keeps that mark, except in an answer cell (its own output
 is the learner's) and in a check cell whose exercise is graded here (`check("ex1")`: scored by
 its checks). A compared cell that shows a graded exercise's functions at work earns its point
-only when the checks that exercise what it shows passed (`_held_back`), so a stub, or any
+only when the checks that exercise what it shows passed (`held_back`), so a stub, or any
 answer those checks do not accept, gains nothing from outputs printed on its behalf. What
 the learner's own functions print is left out of every compared output (a debug print costs
 nothing); what the released cells print about them is compared.
@@ -697,7 +697,7 @@ def _cell_not_run(run: CellRun, execution: Execution) -> str:
     return _NOT_RUN.get(run.status, "did not run")
 
 
-def _held_back(
+def held_back(
     cell_id: str,
     source: str,
     exercises: Sequence[ex.GradedExercise],
@@ -749,7 +749,7 @@ def _output_scores(
             )
             outcome = GradedOutcome.PASSED if verdict is None else GradedOutcome.INCORRECT
             message = verdict or ""
-            held = _held_back(ref.cell_id, cells[index].source, exercises, results)
+            held = held_back(ref.cell_id, cells[index].source, exercises, results)
             if outcome is GradedOutcome.PASSED and held:
                 outcome, message = GradedOutcome.NOT_ATTEMPTED, held
         else:

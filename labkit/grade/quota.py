@@ -19,7 +19,7 @@ allows:
 
 Either way `Space.full` says whether the bound was reached, for the report's notice.
 
-The mount and the clock of the watch are injected. Must not import the kernel runner or the
+The mount and the watch's poll interval are injected. Must not import the kernel runner or the
 report models.
 """
 

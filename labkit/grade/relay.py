@@ -21,7 +21,8 @@ parsed: frames are counted and forwarded. Towards the grader, iopub never drops 
 `XPUB_NODROP`): a grader that lags makes the relay wait, and the kernel's own queue holds the
 rest, as it would without a relay.
 
-Imports only the standard library and pyzmq: it must start in a fraction of a second.
+Imports nothing from labkit (only the standard library and pyzmq): it starts in a fraction
+of a second.
 """
 
 from __future__ import annotations

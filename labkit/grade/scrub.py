@@ -23,7 +23,7 @@ objects without any capability (a grader in a container may have neither CAP_SYS
 CAP_IPC_OWNER), and `kill(-1)` from it reaches every process of that uid and nothing else.
 `scrub` returns what it found (`Kept`); `between_jobs` logs it too.
 
-Must not import the kernel runner, the report models or containment (containment calls it).
+Imports nothing from labkit: containment calls it.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ The stand-ins are only the messenger: nothing else of labkit is in the worker's 
 readable from it (the view, and the worker's own Landlock layer), so taking them away gains
 nothing.
 
-Imports only the standard library: the view's `labkit/__init__` imports it first.
+Imports nothing from labkit: the view's `labkit/__init__` imports it first.
 """
 
 from __future__ import annotations
