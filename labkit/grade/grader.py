@@ -474,12 +474,12 @@ def _attributed(check: Check, guarded: _Guarded) -> Check:
             if not guarded.answered:
                 raise
             log.info("%s: an answer the check could not read", check.name, exc_info=True)
-            raise Stop(Outcome.INCORRECT, unreadable_answer(check, error)) from None
+            raise Stop(Outcome.INCORRECT, _unreadable_answer(check, error)) from None
 
     return dataclasses.replace(check, run=run)
 
 
-def unreadable_answer(check: Check, error: BaseException) -> str:
+def _unreadable_answer(check: Check, error: BaseException) -> str:
     """What a check that stopped on the learner's answer says: the exception's text is the
     learner's data, quoted on one line, never the grader's own words."""
     said = clean_line(exception_line(error))

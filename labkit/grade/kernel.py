@@ -2,11 +2,12 @@
 
 Owns: the grading kernelspec (argv starts with `labkit.grade.launcher`, which applies the
 limits and Landlock before ipykernel starts), the kernel's environment, and the run itself:
-nbclient with a per-cell timeout that interrupts the kernel, a total deadline, and a dead
-kernel turning every later cell into "did not run" (never "passed", nbgrader #427). Each run
-is one job of `containment` (its own network, PID and mount namespaces, cgroup and uid; the
-kernel talks to the grader over IPC sockets in the scratch directory), unless the runner is
-given `Unconfined` jobs.
+nbclient with a per-cell timeout that interrupts the kernel, the submission's deadline, a dead
+kernel turning every later cell into "did not run" (never "passed", nbgrader #427), and the
+bounds on what the grader reads and keeps of the kernel's messages (a run past them is cut).
+Each run is one job of `containment` (its own network, PID and mount namespaces, cgroup and
+uid; the kernel binds IPC sockets in the scratch directory, and the grader reaches them only
+through `relay`), unless the runner is given `Unconfined` jobs.
 
 The runner knows nothing about notebooks, solutions or checks: it takes a scratch directory
 (the kernel's working directory, the only place it may write) and a list of code strings,

@@ -2,20 +2,22 @@
 narrow channel (JSON lines on pipes), and the grader's side of that channel.
 
     python -m labkit.grade.worker --memory BYTES --cpu SECONDS --nproc N --fsize BYTES
-        [--user UID] [--sandbox required|best_effort|off]
+        [--user UID] [--sandbox required|best_effort|off] [-- --hide PACKAGE]
 
 Owns: the worker's loop (`serve`: "define" executes the answer-cell sources and the setup
 imports in a fresh namespace; "call" turns data and markers into arguments, calls one
 function and answers with `calls.perform`'s encoding; "end_check" closes what markers opened),
 `WorkerRunner` (the grader's `CheckRunner`: one worker per exercise, a time bound per call
-enforced by killing the worker, races with one fresh worker per racer), and `Spawn`, the one
-place a worker process is started (argv + scratch directory -> a process with pipes), so a
-stronger job launcher can replace `plain_spawn`.
+enforced by killing the worker, every wait within the submission's deadline, races with one
+fresh worker per racer, and bounds on what it keeps of the channel: `MAX_LINE`,
+`MAX_QUEUED`), and `Spawn`, the one place a worker process is started (argv + scratch
+directory -> a process with pipes), so a stronger job launcher can replace `plain_spawn`.
 
 The worker applies the kernel launcher's confinement first (`launcher.prepare`: limits, uid,
-Landlock), then reads its requests. Its protocol is its stdout as started; the learner's prints
-go to stderr. Must not import the hidden checks, the checks or the report models: the
-worker holds learner code and the judge's code never enters it.
+Landlock), then, when it runs on labkit's view (`answer_view`), a Landlock layer refusing to
+read the real package (`--hide`), then reads its requests. Its protocol is its stdout as
+started; the learner's prints go to stderr. Must not import the hidden checks, the checks or
+the report models: the worker holds learner code and the judge's code never enters it.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from labkit.course.exercises.calls import (
 )
 from labkit.course.exercises.race import Racer, RaceResult
 
-if TYPE_CHECKING:  # the job's view of labkit/grade holds only this module and the launcher
+if TYPE_CHECKING:  # for its type only: the worker's own process needs nothing of it
     from labkit.grade.deadline import Deadline
 
 Spawn = Callable[[Sequence[str], Path], "subprocess.Popen[bytes]"]
