@@ -27,8 +27,10 @@ of a second.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import resource
+import signal
 import sys
 from typing import Final
 
@@ -39,6 +41,7 @@ MEMORY: Final = 1024**3
 QUEUED: Final = 16  # messages each relay socket queues
 TOO_BIG: Final = 3
 CHANNELS: Final = ("shell", "control", "stdin", "hb", "iopub")
+_PR_SET_PDEATHSIG: Final = 1
 
 
 def _pair(context: zmq.Context[zmq.Socket[bytes]], name: str) -> tuple[zmq.Socket[bytes], ...]:
@@ -103,6 +106,8 @@ def _send(socket: zmq.Socket[bytes], frames: list[zmq.Frame]) -> bool:
 def main(argv: list[str] | None = None) -> int:
     kernel_ip, client_ip, ports = sys.argv[1:] if argv is None else argv
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
+    # Ends with the grader's thread that started it, even if the grader is killed.
+    ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     return relay(kernel_ip, client_ip, json.loads(ports))
 
 
