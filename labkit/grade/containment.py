@@ -325,7 +325,8 @@ class UidPool:
     exclusive lock on its file in `locks` (released when its holder ends, even by a crash).
     Uids that name an account in the user database are never used. A uid is scrubbed
     (`labkit.grade.scrub`: its processes, keyrings, IPC objects and files in shared places)
-    when a slot is taken and when it is given back, so no job passes anything to a later one."""
+    when a slot is given back, and when it is taken unless its lock file says it was given
+    back clean (a holder that crashed did not), so no job passes anything to a later one."""
 
     first: int = FIRST_UID
     size: int = SLOTS
@@ -349,11 +350,14 @@ class UidPool:
                 if held is None:
                     continue
                 try:
-                    self.scrub(uid)
+                    if not scrub.marked_clean(held):  # an earlier holder may have crashed
+                        self.scrub(uid)
+                    scrub.mark(held, clean=False)
                     yield uid
                 finally:
                     try:
                         self.scrub(uid)
+                        scrub.mark(held, clean=True)
                     finally:
                         held.close()  # closing the file releases the lock
                 return
@@ -373,7 +377,7 @@ def _is_account(uid: int) -> bool:
 
 
 def _try_lock(path: Path) -> IO[bytes] | None:
-    handle = open(path, "ab")  # noqa: SIM115 - held open for the job's lifetime
+    handle = open(path, "a+b")  # noqa: SIM115 - held open for the job's lifetime
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -1,13 +1,13 @@
 """What a job's uid keeps once its job is over, found and removed from the grader's side.
 
-Owns: `scrub(uid)`, run when a job uid is taken from the pool and again when it is given back
-(`containment.UidPool`), so nothing one job leaves reaches a later job of the same uid, in
-this grader run or the next. Job uids are reused, and much of what a process can leave
-behind is kept by the kernel per uid, not per process: without this, a key added to the uid's
-keyring by one submission was read minutes later, by another grader run, by a later
-submission's kernel (about 20 KB per uid: enough to pass on a solved answer cell). By uid, so
-it holds with or without namespaces (a container mode has none, and a user keyring is never
-per namespace here):
+Owns: `scrub(uid)`, run when a job uid is given back to the pool and when it is taken again
+after a holder that did not give it back (`containment.UidPool`), so nothing one job leaves
+reaches a later job of the same uid, in this grader run or the next. Job uids are reused,
+and much of what a process can leave behind is kept by the kernel per uid, not per process:
+without this, a key added to the uid's keyring by one submission was read minutes later, by
+another grader run, by a later submission's kernel (about 20 KB per uid: enough to pass on a
+solved answer cell). By uid, so it holds with or without namespaces (a container mode has
+none, and a user keyring is never per namespace here):
 
 - every process of the uid (real, effective or saved), killed until none is left;
 - the uid's keyrings (its user keyring, user-session keyring and persistent keyring) cleared,
@@ -21,7 +21,9 @@ The work is done by a short-lived process that becomes the uid itself (`_AS_THE_
 `python -I -S`): the kernel lets a uid's own process reach its keyrings and remove its IPC
 objects without any capability (a grader in a container may have neither CAP_SYS_ADMIN nor
 CAP_IPC_OWNER), and `kill(-1)` from it reaches every process of that uid and nothing else.
-`scrub` returns what it found (`Kept`); `between_jobs` logs it too.
+`scrub` returns what it found (`Kept`); `between_jobs` logs it too. A uid's lock file says
+whether it was given back scrubbed (`mark`), so taking it again needs no second scrub unless
+its holder crashed.
 
 Imports nothing from labkit: containment calls it.
 """
@@ -34,7 +36,7 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
-from typing import Final
+from typing import IO, Final
 
 log = logging.getLogger("labkit.grade")
 
@@ -243,6 +245,21 @@ def scrub(
     if kept.problem:
         log.warning("%s", kept.problem)
     return kept
+
+
+_CLEAN: Final = b"scrubbed\n"
+
+
+def marked_clean(lock: IO[bytes]) -> bool:
+    """Whether a uid's lock file says its last holder gave it back scrubbed."""
+    return os.pread(lock.fileno(), len(_CLEAN) + 1, 0) == _CLEAN
+
+
+def mark(lock: IO[bytes], *, clean: bool) -> None:
+    """Say in the uid's lock file (root's alone) whether it is scrubbed or in use."""
+    os.ftruncate(lock.fileno(), 0)
+    if clean:
+        os.pwrite(lock.fileno(), _CLEAN, 0)
 
 
 def between_jobs(uid: int) -> Kept:

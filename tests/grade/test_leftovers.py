@@ -3,9 +3,9 @@
 
 An earlier job plants what a uid can keep: keys in its user, user-session and persistent
 keyrings, System V shared memory, a semaphore set and a message queue, files in /tmp,
-/var/tmp and /dev/shm, and a daemon in a session of its own. A later job of the same uid, from
-a pool made afresh (as the next grader run makes it), looks for each, by name and by the ids
-the earlier job printed. Two kinds of job: bubblewrap containment, and a job with no
+/var/tmp and /dev/shm, and a daemon in a session of its own. A later job of the same uid, run
+by another grader process (its own pool and containment), looks for each, by name and by the
+ids the earlier job printed. Two kinds of job: bubblewrap containment, and a job with no
 namespace at all (the launcher's setuid and rlimits, Landlock off so that it can write
 anywhere: the worst case of a container mode), where only the scrub stands between jobs. A
 pool that does not scrub is the control: the same later job then finds what was planted.
@@ -14,6 +14,7 @@ pool that does not scrub is the control: the same later job then finds what was 
 from __future__ import annotations
 
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit.grade.containment import Containment, Job, Jobs, Limits, UidPool
+from labkit.grade.containment import LOCKS, Containment, Job, Jobs, Limits, UidPool
 from labkit.grade.scrub import Kept, between_jobs, scrub
 
 UID = 61950  # outside the default pool: this test's own slot, one uid for every job
@@ -138,6 +139,16 @@ def clean_uid() -> Iterator[None]:
     scrub(UID)
 
 
+# The later job, run by another grader process (its own pool, its own containment).
+SECOND_RUN = """import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from grade.test_leftovers import FIND, KINDS, pool, run
+kind, work, serials = sys.argv[2], Path(sys.argv[3]), sys.argv[4]
+print(" ".join(run(KINDS[kind](pool(True)), work, FIND.replace("SERIALS", serials))))
+"""
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_later_job_finds_nothing_an_earlier_job_left(
     kind: str, work: Path, clean_uid: None
@@ -145,8 +156,11 @@ def test_a_later_job_finds_nothing_an_earlier_job_left(
     planted = run(KINDS[kind](pool(True)), work, PLANT)
     uid, serials = int(planted[0]), [int(s) for s in planted[1:4]]
     assert uid == UID and all(s > 0 for s in serials) and all(int(i) >= 0 for i in planted[4:])
-    found = run(KINDS[kind](pool(True)), work, FIND.replace("SERIALS", repr(serials)))
-    assert found == [str(UID)]
+    tests = str(Path(__file__).resolve().parents[1])
+    second = [sys.executable, "-c", SECOND_RUN, tests, kind, str(work), repr(serials)]
+    done = subprocess.run(second, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == [str(UID)]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -159,6 +173,17 @@ def test_without_the_scrub_the_later_job_finds_them(kind: str, work: Path, clean
     if kind == "no-namespaces":
         assert {"ipc:shm", "ipc:sem", "ipc:msg", "file:/tmp", "file:/dev/shm"} <= set(found)
         assert any(f.startswith("process:") for f in found)  # the daemon
+
+
+def test_a_uid_its_holder_did_not_give_back_is_scrubbed_when_taken(
+    work: Path, clean_uid: None
+) -> None:
+    """As after a grader killed mid-job: the lock file does not say the uid was scrubbed."""
+    planted = run(Bare(pool(False)), work, PLANT)
+    (LOCKS / f"uid-{UID}.lock").write_bytes(b"")  # what a holder that crashed leaves
+    serials = [int(s) for s in planted[1:4]]
+    found = run(Bare(pool(True)), work, FIND.replace("SERIALS", repr(serials)))
+    assert found == [str(UID)]
 
 
 def test_the_scrub_says_what_it_found_and_leaves_nothing(work: Path, clean_uid: None) -> None:
