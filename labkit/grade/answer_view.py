@@ -26,6 +26,7 @@ Must not import the hidden checks, the kernel runner or nbclient.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import shutil
 from collections.abc import Sequence
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Final
 
 import labkit
-from labkit.grade import withheld
+from labkit.grade import syntax, withheld
 from labkit.grade.containment import Job
 
 PACKAGE: Final = withheld.PACKAGE
@@ -69,9 +70,11 @@ def offered_names() -> dict[str, str]:
     return found
 
 
-def modules() -> list[str]:
+@functools.cache
+def modules() -> tuple[str, ...]:
     """`OFFERED`, `RUNS_ON` and every labkit module they import (at any depth, lazily
-    imported ones included), in a stable order."""
+    imported ones included), in a stable order. Read once per process: the package does not
+    change while it grades."""
     offered = offered_names()
     seen: dict[str, Path] = {}
     pending = [*OFFERED, *RUNS_ON]
@@ -84,13 +87,13 @@ def modules() -> list[str]:
             raise ViewError(f"{module}: no such module in {REAL}")
         seen[module] = path
         pending += _imports(module, path, offered)
-    return sorted(seen)
+    return tuple(sorted(seen))
 
 
 def _imports(module: str, path: Path, offered: dict[str, str]) -> list[str]:
     """The labkit modules `module` imports, anywhere in its code."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(syntax.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             found += [a.name for a in node.names if a.name.startswith(PACKAGE + ".")]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:

@@ -24,6 +24,7 @@ from nbformat import NotebookNode
 
 from labkit.course.exercises.registry import EXERCISES as COURSE
 from labkit.course.exercises.trial import Check
+from labkit.grade import syntax
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,7 @@ def defined_names(nb: NotebookNode) -> set[str]:
             "" if line.lstrip().startswith(("%", "!")) else line for line in cell.source.split("\n")
         )
         try:
-            tree = ast.parse(source)
+            tree = syntax.parse(source)
         except SyntaxError:
             continue
         for node in tree.body:

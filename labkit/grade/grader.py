@@ -79,7 +79,7 @@ from labkit.course.exercises.trial import (
     Trial,
     exception_line,
 )
-from labkit.grade import answer_view, notebooks, outputs, quota
+from labkit.grade import answer_view, notebooks, outputs, quota, syntax
 from labkit.grade import graded_exercises as ex
 from labkit.grade.containment import UID_PLACEHOLDER, Jobs
 from labkit.grade.deadline import Deadline, unlimited
@@ -587,7 +587,7 @@ def setup_imports(release: NotebookNode) -> str:
         "" if line.lstrip().startswith(("%", "!")) else line for line in cell.source.split("\n")
     )
     try:
-        tree = ast.parse(source)
+        tree = syntax.parse(source)
     except SyntaxError:
         return ""
     imports = [
@@ -633,7 +633,7 @@ def _source_of(nb: NotebookNode, cell_id: str) -> str:
 def checked_exercises(source: str) -> list[str]:
     """The exercises a cell checks: the literal first argument of each `check(...)` call."""
     try:
-        tree = ast.parse(source)
+        tree = syntax.parse(source)
     except SyntaxError:
         return []
     return [
@@ -654,7 +654,7 @@ def names_used(source: str) -> set[str]:
         "" if line.lstrip().startswith(("%", "!")) else line for line in source.split("\n")
     )
     try:
-        tree = ast.parse(text)
+        tree = syntax.parse(text)
     except SyntaxError:
         return set()
     return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
