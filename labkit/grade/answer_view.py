@@ -42,6 +42,7 @@ REAL: Final = Path(labkit.__file__).resolve().parent
 OFFERED: Final = ("labkit.errors", "labkit.scope")
 RUNS_ON: Final = ("labkit.grade.worker", "labkit.grade.launcher", "labkit.grade.withheld")
 HIDE: Final = "--hide"  # the worker's option naming the real package
+MARK: Final = "_ANSWER_VIEW"  # set in the view's `labkit/__init__`, and nowhere else
 
 
 class ViewError(RuntimeError):
@@ -119,7 +120,7 @@ def _init(package: str, offered: dict[str, str]) -> str:
         "from labkit.grade.withheld import install, module_getattr",
     ]
     if package == PACKAGE:
-        lines.append("install()")
+        lines += ["install()", f"{MARK} = True  # what the worker checks before it reads a request"]
         by_module: dict[str, list[str]] = {}
         for name, module in sorted(offered_names().items()):
             by_module.setdefault(module, []).append(name)

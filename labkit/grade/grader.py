@@ -221,24 +221,27 @@ class JobWorkers:
         )
         # The worker's labkit: the building blocks, never a graded contract's implementation.
         view = answer_view.build(scratch.with_name(scratch.name + ".labkit"))
-        with self.jobs.job(scratch) as job:
+        try:
+            with self.jobs.job(scratch) as job:
 
-            def spawn(command: Sequence[str], where: Path) -> Any:
-                full = answer_view.command(job, view, command)
-                return plain_spawn(full, where, answer_view.env(view))
+                def spawn(command: Sequence[str], where: Path) -> Any:
+                    full = answer_view.command(job, view, command)
+                    return plain_spawn(full, where, answer_view.env(view))
 
-            runner = WorkerRunner(
-                sources,
-                argv=argv,
-                scratch=scratch,
-                spawn=spawn,
-                start_timeout=self.start_timeout,
-                deadline=deadline,
-            )
-            try:
-                yield runner
-            finally:
-                runner.close()
+                runner = WorkerRunner(
+                    sources,
+                    argv=argv,
+                    scratch=scratch,
+                    spawn=spawn,
+                    start_timeout=self.start_timeout,
+                    deadline=deadline,
+                )
+                try:
+                    yield runner
+                finally:
+                    runner.close()
+        finally:
+            shutil.rmtree(view, ignore_errors=True)  # the job has ended: nothing reads it now
 
 
 @dataclass(frozen=True)

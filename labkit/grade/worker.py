@@ -133,8 +133,9 @@ def _hiding(rest: Sequence[str], mode: str) -> Any:
     """A Landlock ruleset (to apply once the launcher has) that refuses to read or run any
     file under the package `--hide` names: labkit's real package, when this worker runs on
     the view of it (`labkit.grade.answer_view`). None when there is nothing to hide (no
-    `--hide`, or the view is bound over the real package's path); in `required` mode, no
-    Landlock is an error, as for the launcher's own layer."""
+    `--hide`, or the view is bound over the real package's path). A `--hide` worker that did
+    not import labkit from the view does not start; in `required` mode, no Landlock is an
+    error too, as for the launcher's own layer."""
     import landlockpy
     from landlockpy import AccessFS
 
@@ -144,8 +145,12 @@ def _hiding(rest: Sequence[str], mode: str) -> Any:
     parser = argparse.ArgumentParser(prog="labkit.grade.worker")
     parser.add_argument("--hide", type=Path)
     hidden = parser.parse_args(list(rest)).hide
-    if hidden is None or Path(labkit.__file__).resolve().parent == hidden:
+    if hidden is None:
         return None
+    if not getattr(labkit, "_ANSWER_VIEW", False):  # answer_view.MARK
+        raise launcher.LaunchError(f"labkit's view is not first on the import path: {hidden}")
+    if Path(labkit.__file__).resolve().parent == hidden:
+        return None  # the view is bound over the real package: nothing else is there
     if landlockpy.abi_version() < 1:
         if mode == "required":
             raise launcher.LaunchError(f"{hidden} cannot be hidden: Landlock unavailable")

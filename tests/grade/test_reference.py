@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from grade.grade_helpers import COURSE, judge_in_process, judge_in_worker
+from grade.grade_helpers import COURSE, SETUP, VIEW_ARGV, judge_in_process, judge_in_worker
 from labkit.course.exercises.registry import EXERCISES as COURSE_CHECKS
 from labkit.grade import answer_view, grader
 from labkit.grade.graded_exercises import EXERCISES as GRADED
+from labkit.grade.worker import WorkerGone, WorkerRunner
 
 REAL = answer_view.REAL
 STUBS = {
@@ -185,3 +186,14 @@ def test_the_view_holds_the_building_blocks_and_no_implementation(tmp_path: Path
     ):
         assert implementation not in held
     assert all(p.stat().st_mode & 0o022 == 0 for p in view.rglob("*"))  # no job may change it
+
+
+def test_a_worker_told_to_hide_the_package_does_not_start_without_the_view(
+    scratch: Path,
+) -> None:
+    """Fail safe: a worker started with `--hide` whose labkit is not the view (a job launcher
+    that did not put the view in place) refuses to start, so no check runs on the real one."""
+    runner = WorkerRunner([SETUP], argv=VIEW_ARGV, scratch=scratch, start_timeout=30)
+    with pytest.raises(WorkerGone, match="did not start"):
+        runner.start()
+    runner.close()
