@@ -100,6 +100,12 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # the other sections' figures still get their summary
             failed = f"bench_grade failed: {exc!r}"
             print(failed, flush=True)
+    if not args.skip_grade and (BENCH / "bench_grade_memory.py").exists():
+        print("\n## Grader memory (peak RSS of labkit grade, honest and hostile)", flush=True)
+        try:
+            importlib.import_module("bench_grade_memory").main([])
+        except Exception as exc:  # the other sections' figures still get their summary
+            print(f"bench_grade_memory failed: {exc!r}", flush=True)
     if not args.skip_grade and (BENCH / "bench_shards.py").exists():  # 4 shards merged vs one
         print("\n## Sharded grading (4 shards merged beside one batch)", flush=True)
         try:

@@ -9,19 +9,31 @@ summary table (with the solution each submission was graded against, and a flag 
 name disagrees) and the exit code (0 when every submission was graded and none fell under
 `fail_under`).
 
+A batch always finishes and always has a report: whatever goes wrong while one submission is
+graded (any exception, `RecursionError` and `MemoryError` included) is that submission's
+entry, "not graded" with the reason, and the batch goes on. Only the grader itself can end a
+run early (an interrupt, SIGTERM from a CI runner or a platform's time limit): then the
+batch's report holds what was graded so far, every other submission says it did not run,
+and the report says why the run stopped (`BatchReport.stopped`).
+
 The clock, the runner factory and the progress sink are injected.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Final, TextIO
 
 from labkit.grade import classview, report
@@ -29,6 +41,30 @@ from labkit.grade.containment import Jobs, Mode
 from labkit.grade.grader import Course, Runner, grade
 from labkit.grade.kernel import KernelRunner, Limits, jobs_for, sandbox_mode, write_kernelspec
 from labkit.grade.report import BatchReport, SubmissionReport
+
+log = logging.getLogger("labkit.grade")
+
+
+class Stopped(BaseException):
+    """The grader was told to stop (a signal): the batch ends with what it graded so far."""
+
+
+@contextlib.contextmanager
+def _stop_on_sigterm() -> Iterator[None]:
+    """SIGTERM (a CI runner's or a platform's time limit) raises `Stopped` in the main thread,
+    so the batch can still write its reports; elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise Stopped(signal.Signals(signum).name)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def collect(paths: Sequence[Path]) -> list[Path]:
@@ -94,27 +130,72 @@ def run(
         bound: Runner = runner
 
         def one(path: Path) -> SubmissionReport:
-            if not path.exists():
-                result = SubmissionReport.failed(path.name, f"{path}: no such file")
-            else:
-                result = grade(
-                    path,
-                    course,
-                    bound,
-                    scratch_root=work,
-                    sandbox=sandbox,
-                    graded_as=graded_as,
-                    clock=clock,
+            begun = clock()
+            try:
+                if not path.exists():
+                    result = SubmissionReport.failed(path.name, f"{path}: no such file")
+                else:
+                    result = grade(
+                        path,
+                        course,
+                        bound,
+                        scratch_root=work,
+                        sandbox=sandbox,
+                        graded_as=graded_as,
+                        clock=clock,
+                    )
+            except Exception as error:  # this submission's failure, never the batch's
+                log.exception("%s: grading stopped", path.name)
+                result = SubmissionReport.failed(
+                    path.name,
+                    f"did not run: grading this submission stopped ({type(error).__name__})",
+                    clock() - begun,
                 )
-            if progress is not None:
-                progress.step(path.name)
+            finally:
+                if progress is not None:
+                    progress.step(path.name)
             return result if held is None else result.model_copy(update={"containment": held})
 
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            reports = list(pool.map(one, files))
+        reports, stopped = _each(one, files, jobs)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return report.batch(reports, clock() - started)
+    return report.batch(reports, clock() - started, stopped=stopped)
+
+
+def _each(
+    one: Callable[[Path], SubmissionReport], files: Sequence[Path], jobs: int
+) -> tuple[list[SubmissionReport], str]:
+    """`one` for each file, `jobs` at once; on an interrupt or SIGTERM, what was graded, every
+    other file "did not run", and why the run stopped."""
+    done: dict[int, SubmissionReport] = {}
+    futures: dict[Future[SubmissionReport], int] = {}
+    stopped = ""
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    try:
+        with _stop_on_sigterm():
+            for n, path in enumerate(files):
+                futures[pool.submit(one, path)] = n
+            for future in as_completed(futures):
+                done[futures[future]] = future.result()
+    except (KeyboardInterrupt, SystemExit, Stopped) as interrupt:
+        stopped = f"grading was stopped ({type(interrupt).__name__}{_said(interrupt)})"
+    finally:
+        # Stopped: submissions still running finish in the background (each job ends with
+        # the grader's process); the report does not wait for them.
+        pool.shutdown(wait=not stopped, cancel_futures=True)
+    for future, n in futures.items():  # graded before the stop, not yet collected
+        finished = future.done() and not future.cancelled() and future.exception() is None
+        if n not in done and finished:
+            done[n] = future.result()
+    reports = [
+        done.get(n) or SubmissionReport.failed(path.name, f"did not run: {stopped}")
+        for n, path in enumerate(files)
+    ]
+    return reports, stopped
+
+
+def _said(error: BaseException) -> str:
+    return f": {error}" if str(error) else ""
 
 
 SUBMISSIONS: Final = "submissions"
@@ -167,18 +248,21 @@ def summary(result: BatchReport) -> str:
     lines += sorted(
         {f"sandbox: {s.sandbox}" for s in result.submissions if report.sandbox_warning(s)}
     )
+    if result.stopped:
+        lines.append(f"STOPPED: {result.stopped}; the submissions it did not reach did not run")
     return "\n".join(lines)
 
 
 # Exit codes: 1 is about the submissions (one could not be read or matched, or scored under
 # --fail-under); 3 is about grading itself (a submission could not be graded through no fault
-# of its own), which a platform must show as a failed run, never as a learner's 0.
+# of its own, or the run was stopped before it reached every submission), which a platform must
+# show as a failed run, never as a learner's 0.
 LOW: Final = 1
 GRADER_FAILED: Final = 3
 
 
 def exit_code(result: BatchReport, fail_under: float | None = None) -> int:
-    if any(s.infrastructure for s in result.submissions):
+    if result.stopped or any(s.infrastructure for s in result.submissions):
         return GRADER_FAILED
     if result.errors:
         return LOW

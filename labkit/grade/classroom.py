@@ -19,6 +19,7 @@ Must not import nbclient, nbval or the kernel runner.
 from __future__ import annotations
 
 import base64
+import html
 import io
 import json
 import re
@@ -182,31 +183,43 @@ def _fence(text: str) -> str:
     return "`" * max(3, longest + 1)
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+# The characters Markdown (GitHub's included) gives a meaning to inside a line (the text is
+# never at a line's start), but those HTML escaping turns into entities first (`&`, `<`, `>`).
+_MARKDOWN: Final = re.compile(r"([\\`*_{}\[\]()#!|~:])")
+
+
+def markdown_text(text: str) -> str:
+    """Text from a submission (a file name, an error) as inert Markdown on one line: HTML's
+    characters become entities and Markdown's are escaped, so a name such as
+    `<img src=x onerror=...>.ipynb` shows as those characters, never as an image or a link."""
+    return _MARKDOWN.sub(r"\\\1", html.escape(report.clean_line(text), quote=True))
 
 
 def markdown(batch: BatchReport) -> str:
-    """The job summary: one table of scores, then each notebook's feedback."""
+    """The job summary: one table of scores, then each notebook's feedback (in code blocks,
+    where nothing is Markdown or HTML)."""
     out = io.StringIO()
     out.write(
         f"## labkit grade: {batch.graded} graded, {batch.errors} not graded, "
         f"mean {batch.mean_percent:g}%\n\n"
     )
+    if batch.stopped:
+        out.write(f"**Stopped:** {markdown_text(batch.stopped)}\n\n")
     if not batch.submissions:
         out.write("No notebook was graded.\n")
         return out.getvalue()
     out.write("| notebook | score | % |\n|---|---|---|\n")
     for sub in batch.submissions:
+        name = markdown_text(sub.file)
         if sub.status == "graded":
-            row = f"| {_cell(sub.file)} | {sub.points:g}/{sub.max_points:g} | {sub.percent:g} |"
+            row = f"| {name} | {sub.points:g}/{sub.max_points:g} | {sub.percent:g} |"
         else:
-            row = f"| {_cell(sub.file)} | not graded | {_cell(sub.error)} |"
+            row = f"| {name} | not graded | {markdown_text(sub.error)} |"
         out.write(row + "\n")
     for sub in batch.submissions:
         text = report.feedback(sub)
         fence = _fence(text)
-        out.write(f"\n### {sub.file}\n\n{fence}text\n{text}{fence}\n")
+        out.write(f"\n### {markdown_text(sub.file)}\n\n{fence}text\n{text}{fence}\n")
     return out.getvalue()
 
 

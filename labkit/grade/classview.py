@@ -83,6 +83,12 @@ def render(batch: BatchReport) -> str:
         for s in batch.submissions
     )
     modes = sorted({s.containment for s in batch.submissions if s.containment})
+    stopped = (
+        f'<p class="flag">Stopped: {esc(batch.stopped)}; the submissions it did not reach did '
+        "not run.</p>"
+        if batch.stopped
+        else ""
+    )
     charted = (
         f"<h2>Checked outputs (mean over the submissions)</h2>\n"
         f"{_chart(outputs, 'mean score of the checked outputs')}"
@@ -95,6 +101,7 @@ def render(batch: BatchReport) -> str:
 <h1>Class view</h1>
 <p>{batch.graded} graded, {batch.errors} not graded, mean score {batch.mean_percent:g}%.
 Containment: {esc(", ".join(modes) or "none")}.</p>
+{stopped}
 <h2>Mean score per exercise</h2>
 {_chart(means, "mean score per exercise")}
 {charted}

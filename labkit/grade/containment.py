@@ -67,7 +67,7 @@ from typing import IO, Any, Final
 
 import landlockpy
 
-from labkit.grade import launcher
+from labkit.grade import launcher, scrub
 
 BWRAP: Final = "/usr/bin/bwrap"
 FIRST_UID: Final = 61000
@@ -653,13 +653,17 @@ def _launch(uid: int, scratch: Path, keep: tuple[str, ...]) -> str:
 class UidPool:
     """Uids `first .. first+size-1`, one per running job on this machine: a slot is held by an
     exclusive lock on its file in `locks` (released when its holder ends, even by a crash).
-    Uids that name an account in the user database are never used."""
+    Uids that name an account in the user database are never used. A uid is scrubbed
+    (`labkit.grade.scrub`: its processes, keyrings, IPC objects and files in shared places)
+    when a slot is given back, and when it is taken unless its lock file says it was given
+    back clean (a holder that crashed did not), so no job passes anything to a later one."""
 
     first: int = FIRST_UID
     size: int = SLOTS
     locks: Path = LOCKS
     patience: float = 60.0
     is_account: Callable[[int], bool] = field(default=lambda uid: _is_account(uid))
+    scrub: Callable[[int], object] = field(default=lambda uid: scrub.between_jobs(uid))
 
     def range(self) -> str:
         return f"{self.first}-{self.first + self.size - 1}"
@@ -676,9 +680,16 @@ class UidPool:
                 if held is None:
                     continue
                 try:
+                    if not scrub.marked_clean(held):  # an earlier holder may have crashed
+                        self.scrub(uid)
+                    scrub.mark(held, clean=False)
                     yield uid
                 finally:
-                    held.close()  # closing the file releases the lock
+                    try:
+                        self.scrub(uid)
+                        scrub.mark(held, clean=True)
+                    finally:
+                        held.close()  # closing the file releases the lock
                 return
             if time.monotonic() > deadline:
                 raise ContainmentUnavailable(
@@ -696,7 +707,7 @@ def _is_account(uid: int) -> bool:
 
 
 def _try_lock(path: Path) -> IO[bytes] | None:
-    handle = open(path, "ab")  # noqa: SIM115 - held open for the job's lifetime
+    handle = open(path, "a+b")  # noqa: SIM115 - held open for the job's lifetime
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

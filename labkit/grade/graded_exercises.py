@@ -4,8 +4,10 @@ Owns: the graded view of the course's one registry (`labkit.course.exercises.reg
 exercise declares its contract, notebook and hidden-check module there, once), the hidden
 checks themselves (`GradedExercise.checks()`: the module's `CHECKS`, `Check` objects run in
 the grader's process through a `CheckRunner`, never sent anywhere), the reference answer they
-compare with (`GradedExercise.reference`: the solution notebook's answer cells) and the
-module's text (for the grader's version fingerprint). An exercise is graded in a notebook
+compare with (`GradedExercise.reference`: the solution notebook's answer cells), the module's
+text (for the grader's version fingerprint), and which checks each checked-output cell showing
+the exercise at work depends on (`GradedExercise.outputs`, as the unit declares it). An
+exercise is graded in a notebook
 when the notebook's code defines every name of its contract: no position, no extra metadata.
 
 Must not import nbclient or the report models.
@@ -24,7 +26,7 @@ from nbformat import NotebookNode
 
 from labkit.course.exercises import registry
 from labkit.course.exercises.trial import Check, Exercise
-from labkit.grade import notebooks
+from labkit.grade import notebooks, syntax
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,13 @@ class GradedExercise:
     def module(self) -> str:
         """The hidden checks: a module whose CHECKS are `Check(..., hidden=True)`."""
         return self.unit.hidden
+
+    @property
+    def outputs(self) -> Mapping[str, tuple[str, ...]]:
+        """The checked-output cells that show this exercise's functions at work, by cell id,
+        each with the checks (public or hidden, by name) that exercise what the cell shows:
+        the cell's output point counts only when all of them passed."""
+        return self.unit.outputs
 
     @property
     def contract(self) -> tuple[str, ...]:
@@ -86,7 +95,7 @@ def defined_names(nb: NotebookNode) -> set[str]:
             "" if line.lstrip().startswith(("%", "!")) else line for line in cell.source.split("\n")
         )
         try:
-            tree = ast.parse(source)
+            tree = syntax.parse(source)
         except SyntaxError:
             continue
         for node in tree.body:

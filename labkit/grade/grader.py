@@ -20,22 +20,26 @@ Two kinds of confined job, and only one decides a check:
   (`labkit.grade.hidden.exN.CHECKS`) run here, in the grader's process
   (`labkit.course.exercises.checks.run_checks`), and call the learner's functions through the
   worker's JSON channel: data in, data out. The scores are those `CheckResult`s. A check the
-  worker could not run (it did not start, or died) is "did not run", 0 points.
+  worker could not run (it did not start, died, or sent what cannot be read) is "did not run",
+  0 points; whatever one check meets stays that check's outcome (`check_exercise`).
+
+One deadline (`Deadline`: the total time limit) covers a submission's kernel and every check,
+worker start and race.
 
 Output rules (a mistake costs once): a cell's saved output is compared (nbval) when the
 solution opts it in and the release keeps that mark, except in an answer cell (its own output
 is the learner's) and in a check cell whose exercise is graded here (`check("ex1")`: scored by
-its checks). A compared cell that shows a graded exercise's function at work (it names a
-contract name) earns its point only when at least one check of that exercise passed, so a
-stub (or any answer no check accepts) gains nothing from outputs printed on its behalf. What
+its checks). A compared cell that shows a graded exercise's functions at work earns its point
+only when the checks that exercise what it shows passed (`held_back`), so a stub, or any
+answer those checks do not accept, gains nothing from outputs printed on its behalf. What
 the learner's own functions print is left out of every compared output (a debug print costs
 nothing); what the released cells print about them is compared.
 
 The scratch copy is laid out as the course is: `notebooks/` (the kernel's working directory)
 and `outputs/` beside it, so `Path("../outputs")` is inside the scratch area.
 
-Collaborators are injected: the kernel runner (anything with `run(scratch, sources)`), the
-check workers (`Workers`), the clock and the scratch root.
+Collaborators are injected: the kernel runner (anything with `run(scratch, sources, deadline)`),
+the check workers (`Workers`), the clock and the scratch root.
 
 Must not print or parse command-line arguments (the batch and the CLI do).
 """
@@ -43,12 +47,15 @@ Must not print or parse command-line arguments (the batch and the CLI do).
 from __future__ import annotations
 
 import ast
+import dataclasses
+import logging
+import math
 import shutil
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol
@@ -57,7 +64,14 @@ import nbformat
 from nbformat import NotebookNode
 
 from labkit.course import build
-from labkit.course.exercises.checks import CheckResult, InProcessRunner, run_checks
+from labkit.course.exercises.checks import (
+    CheckResult,
+    InProcessRunner,
+    run_check,
+    run_checks,
+    safety_result,
+)
+from labkit.course.exercises.folder import Tampered
 from labkit.course.exercises.race import RaceResult
 from labkit.course.exercises.registry import EXERCISES as COURSE_EXERCISES
 from labkit.course.exercises.trial import (
@@ -65,18 +79,24 @@ from labkit.course.exercises.trial import (
     CheckRunner,
     CheckSettings,
     Exercise,
+    Fail,
     Outcome,
+    Pass,
     Stop,
+    Trial,
+    exception_line,
 )
+from labkit.grade import answer_view, launcher, notebooks, outputs, quota, syntax
 from labkit.grade import graded_exercises as ex
-from labkit.grade import launcher, notebooks, outputs
 from labkit.grade.containment import KEEP_PLACEHOLDER, UID_PLACEHOLDER, Jobs
+from labkit.grade.deadline import Deadline, unlimited
 from labkit.grade.kernel import CellRun, CellStatus, Execution, KernelRunner, sandbox_mode
 from labkit.grade.report import (
     OUTPUTS_SECTION,
     CheckScore,
     GradedOutcome,
     SubmissionReport,
+    clean_line,
     exercise_score,
 )
 from labkit.grade.worker import (
@@ -87,6 +107,7 @@ from labkit.grade.worker import (
     worker_argv,
 )
 
+log = logging.getLogger("labkit.grade")
 _B: Final = "__labkit_builtins__"
 _Q: Final = "__labkit_quiet__"
 # Installed first in the kernel: in each cell (IPython's `pre_execute` event, after the
@@ -131,6 +152,7 @@ def {_Q}():
 _NOT_RUN: Final = {
     CellStatus.TIMEOUT: "did not run to the end: the time limit per cell was reached",
     CellStatus.DEAD: "did not run: the kernel died (os._exit, a crash or a resource limit)",
+    CellStatus.CUT: "did not run to the end: the notebook's output passed the grader's bound",
     CellStatus.ERROR: "did not run: the cell raised",
 }
 
@@ -145,7 +167,7 @@ class GradingFailed(Exception):
 
 
 class Runner(Protocol):
-    def run(self, scratch: Path, sources: Sequence[str]) -> Execution: ...
+    def run(self, scratch: Path, sources: Sequence[str], deadline: Deadline) -> Execution: ...
 
 
 class CheckWorker(CheckRunner, Protocol):
@@ -160,12 +182,13 @@ class CheckWorker(CheckRunner, Protocol):
 
 class Workers(Protocol):
     """Where an exercise's checks find the learner's functions: a fresh worker per exercise,
-    in `scratch`, holding `sources`; every process of it ends on leaving."""
+    in `scratch`, holding `sources`, whose every wait stays within `deadline`; every process
+    of it ends on leaving."""
 
     call_timeout: float
 
     def runner(
-        self, scratch: Path, sources: Sequence[str]
+        self, scratch: Path, sources: Sequence[str], deadline: Deadline
     ) -> AbstractContextManager[CheckWorker]: ...
 
 
@@ -178,9 +201,11 @@ class JobWorkers:
     bubblewrap container (no network, its own PID namespace, the same mount view as the
     kernel's) and through `launcher.prepare` (the same rlimits, drop to the job's uid and
     Landlock in `sandbox` mode). What differs from the kernel: the worker runs
-    `labkit.grade.worker`, not ipykernel, so the mount view also shows that one file of
-    `labkit/grade/`; and it has no total deadline of its own, only a bound per call
-    (`call_timeout`), per start (`start_timeout`) and per race."""
+    `labkit.grade.worker`, not ipykernel, on a view of labkit that holds the building blocks
+    and none of labkit's implementations of the graded contracts (`answer_view`); and it has
+    no total deadline of its own, only a bound per call (`call_timeout`), per start
+    (`start_timeout`) and per race, each also bounded by what is left of the submission's
+    total time (`Deadline`)."""
 
     jobs: Jobs
     sandbox: str = "required"
@@ -194,12 +219,16 @@ class JobWorkers:
         return cls(
             runner.jobs,
             sandbox=sandbox_mode() if sandbox is None else sandbox,
-            start_timeout=float(max(limits.cell_timeout, min(limits.startup_timeout, 30.0))),
+            # A start runs the answer cells' definitions: a cell's time, never under what a
+            # confined interpreter needs to start on a busy machine.
+            start_timeout=float(min(limits.startup_timeout, max(limits.cell_timeout, 10))),
             call_timeout=float(limits.cell_timeout),
         )
 
     @contextmanager
-    def runner(self, scratch: Path, sources: Sequence[str]) -> Iterator[CheckWorker]:
+    def runner(
+        self, scratch: Path, sources: Sequence[str], deadline: Deadline
+    ) -> Iterator[CheckWorker]:
         limits = self.jobs.limits
         argv = worker_argv(
             memory=limits.memory,
@@ -210,19 +239,31 @@ class JobWorkers:
             python=self.python,
             user=UID_PLACEHOLDER,
             keep=KEEP_PLACEHOLDER,
+            hide=answer_view.REAL,
         )
-        with self.jobs.job(scratch) as job:
+        # The worker's labkit: the building blocks, never a graded contract's implementation.
+        view = answer_view.build(scratch.with_name(scratch.name + ".labkit"))
+        try:
+            with self.jobs.job(scratch) as job:
 
-            def spawn(command: Sequence[str], where: Path) -> Any:
-                return plain_spawn(job.command(command), where)
+                def spawn(command: Sequence[str], where: Path) -> Any:
+                    full = answer_view.command(job, view, command)
+                    return plain_spawn(full, where, answer_view.env(view))
 
-            runner = WorkerRunner(
-                sources, argv=argv, scratch=scratch, spawn=spawn, start_timeout=self.start_timeout
-            )
-            try:
-                yield runner
-            finally:
-                runner.close()
+                runner = WorkerRunner(
+                    sources,
+                    argv=argv,
+                    scratch=scratch,
+                    spawn=spawn,
+                    start_timeout=self.start_timeout,
+                    deadline=deadline,
+                )
+                try:
+                    yield runner
+                finally:
+                    runner.close()
+        finally:
+            shutil.rmtree(view, ignore_errors=True)  # the job has ended: nothing reads it now
 
 
 @dataclass(frozen=True)
@@ -270,9 +311,11 @@ def grade(
     sandbox: str = "",
     graded_as: str | None = None,
     clock: Callable[[], float] = time.monotonic,
+    deadline: Deadline | None = None,
 ) -> SubmissionReport:
     """`workers` defaults to the kernel runner's own jobs (`JobWorkers.of`); a runner that
-    has none and no `workers` leaves every check "did not run"."""
+    has none and no `workers` leaves every check "did not run". `deadline` (default: the
+    kernel runner's total time limit from now) bounds the kernel and every check together."""
     started = clock()
     try:
         learner = notebooks.load(path)
@@ -294,6 +337,9 @@ def grade(
         )
     if workers is None and isinstance(runner, KernelRunner):
         workers = JobWorkers.of(runner)
+    if deadline is None:
+        total = runner.limits.total_timeout if isinstance(runner, KernelRunner) else math.inf
+        deadline = Deadline(total, clock)
     solution = course.solutions[found.stem]
     release = course.release(found.stem)
     restored = notebooks.restore(learner, release)
@@ -313,11 +359,16 @@ def grade(
             sources.append(_mark_cell(restored_cell))
     answers = [c.source for c, kind in zip(cells, restored.kinds, strict=True) if kind == "answer"]
     worker_sources = [notebooks.setup_imports(release), *answers]
+    # Each job writes in a space of its own, bounded in all by the per-file limit (`quota`).
+    disk = runner.limits.fsize if isinstance(runner, KernelRunner) else None
     area = Path(tempfile.mkdtemp(prefix="sub-", dir=scratch_root))
     try:
         scratch = _lay_out(area)
-        shutil.copyfile(path, scratch / "submission.ipynb")
-        execution = runner.run(scratch, sources)
+        with _bounded(scratch, disk) as space:
+            (scratch / ".outputs").mkdir()
+            shutil.copyfile(path, scratch / "submission.ipynb")
+            execution = runner.run(scratch, sources, deadline)
+        notices += _full(space, "the notebook")
         if not execution.started:
             return SubmissionReport.failed(
                 path.name,
@@ -326,24 +377,28 @@ def grade(
                 infrastructure=True,
             )
         mine = [execution.cells[i] for i in at]
-        scores: dict[str, list[CheckScore]] = {}
-        passed: dict[str, bool] = {}
+        results: dict[str, list[CheckResult]] = {}
         try:
             _setup_imported(cells, restored.kinds, mine)
             for exercise in exercises:
-                results = check_exercise(
-                    course, exercise, worker_sources, workers, area, solution=solution
-                )
-                scores[exercise.id] = [_score(exercise.id, r) for r in results]
-                passed[exercise.id] = any(r.outcome is Outcome.PASSED for r in results)
+                checks = area / f"checks-{exercise.id}"
+                checks.mkdir(mode=0o711)
+                with _bounded(checks, disk) as space:
+                    results[exercise.id] = check_exercise(
+                        course, exercise, worker_sources, workers, checks, deadline, solution
+                    )
+                notices += _full(space, f"the answer cells (in the checks of {exercise.id})")
         except GradingFailed as error:
             return SubmissionReport.failed(
                 path.name, f"{path.name}: {error}", clock() - started, infrastructure=True
             )
     finally:
-        shutil.rmtree(area, ignore_errors=True)
-    notices += _cell_notices(cells, mine)
-    output_scores = _output_scores(checked, cells, mine, course, execution, exercises, passed)
+        # Every job of the submission has ended (each runner stops its job's processes before
+        # it returns), so nothing of the learner's is still writing here.
+        shutil.rmtree(area, onerror=_unremovable)
+    scores = {e: [_score(e, r) for r in found_results] for e, found_results in results.items()}
+    notices += _cell_notices(cells, mine, execution.problem)
+    output_scores = _output_scores(checked, cells, mine, course, execution, exercises, results)
     if output_scores:
         scores[OUTPUTS_SECTION] = output_scores
     sections = [exercise_score(name, items) for name, items in scores.items()]
@@ -364,56 +419,160 @@ def grade(
     )
 
 
+def _bounded(folder: Path, disk: int | None) -> AbstractContextManager[quota.Space | None]:
+    return nullcontext() if disk is None else quota.bounded(folder, disk)
+
+
+def _full(space: quota.Space | None, who: str) -> list[str]:
+    return [space.notice(who)] if space is not None and space.full else []
+
+
+def _unremovable(function: Any, path: str, error: Any) -> None:
+    log.warning("a scratch file could not be removed: %s (%s)", path, error[1])
+
+
 def check_exercise(
     course: Course,
     graded: ex.GradedExercise,
     sources: Sequence[str],
     workers: Workers | None,
-    area: Path,
-    *,
+    scratch: Path,
+    deadline: Deadline | None = None,
     solution: NotebookNode | None = None,
 ) -> list[CheckResult]:
-    """The exercise's public then hidden checks, in this process, against a fresh worker; the
-    differential ones also call the reference answer (the solution's answer cells) here."""
+    """The exercise's public then hidden checks, in this process, against a fresh worker in
+    `scratch` (the worker's folder, where each check's own folder is made too); the
+    differential ones also call the reference answer (`solution`'s answer cells) here.
+
+    Whatever one check meets (its worker dies or sends what cannot be read, its cleanup fails,
+    the submission's time runs out) ends that check with an outcome ("did not run" with the
+    reason when it could not judge), never with an exception out of here: a submission can
+    only lose its own points. Only a worker that could not start before any learner code ran
+    in it raises (`GradingFailed`: grading's failure, not the submission's)."""
+    deadline = deadline or unlimited()
     exercise = course.exercise(graded)
     checks: list[Check] = [*exercise.checks, *graded.checks()]
     if workers is None:
         return [_not_run(exercise, c, "no check worker was given to the grader") for c in checks]
     reference = None if solution is None else InProcessRunner(graded.reference(solution))
-    scratch = area / f"checks-{graded.id}"
-    scratch.mkdir(mode=0o711)
     # The launcher leaves a folder of this mode (and the check folders in it) the grader's,
     # so the learner's side has no writable place but the files a check gives it.
     scratch.chmod(launcher.KEPT_MODE)
-    with workers.runner(scratch, sources) as worker:
-        try:
-            defined = worker.start()
-        except WorkerNotStarted as error:
-            raise GradingFailed(str(error)) from None
-        except WorkerGone as error:
-            return [_not_run(exercise, c, str(error)) for c in checks]
-        settings = CheckSettings(call_timeout=workers.call_timeout, tmp_parent=scratch)
-        report = run_checks(
-            exercise, checks, _Guarded(worker), defined.__contains__, settings, reference
+    settings = CheckSettings(call_timeout=workers.call_timeout, tmp_parent=scratch)
+    results: list[CheckResult] = []
+    shared: dict[str, Any] = {}
+    why = ""
+    try:
+        with workers.runner(scratch, sources, deadline) as worker:
+            try:
+                defined = worker.start()
+            except WorkerNotStarted as error:
+                raise GradingFailed(str(error)) from None
+            guarded = _Guarded(worker, deadline)
+            if not set(exercise.contracts) <= defined:  # every check "not attempted", none runs
+                report = run_checks(
+                    exercise, checks, guarded, defined.__contains__, settings, reference
+                )
+                return list(report.results)
+            for check in checks:
+                results.append(
+                    _run_one(exercise, check, guarded, settings, shared, deadline, reference)
+                )
+    except GradingFailed:
+        raise
+    except WorkerGone as error:
+        why = str(error)
+    except Exception as error:
+        log.exception("%s: the checks stopped", exercise.id)
+        why = f"the grader could not run it ({type(error).__name__})"
+    results += [_not_run(exercise, c, why) for c in checks[len(results) :]]
+    return results + safety_result(exercise, results, shared)
+
+
+def _run_one(
+    exercise: Exercise,
+    check: Check,
+    guarded: _Guarded,
+    settings: CheckSettings,
+    shared: dict[str, Any],
+    deadline: Deadline,
+    reference: CheckRunner | None,
+) -> CheckResult:
+    if deadline.passed():
+        return _not_run(exercise, check, deadline.notice)
+    try:
+        return run_check(
+            exercise, _attributed(check, guarded), guarded, settings, shared, reference=reference
         )
-    return list(report.results)
+    except Exception as error:  # past the check itself: its cleanup, the engine
+        log.exception("%s · %s: could not finish", exercise.id, check.name)
+        return _not_run(exercise, check, f"the check could not finish ({type(error).__name__})")
+
+
+def _attributed(check: Check, guarded: _Guarded) -> Check:
+    """`check` with one rule added: an exception the check raises once the learner's code has
+    answered came from that answer (a shape the check did not expect), so the answer is
+    incorrect and its text is quoted as the submission's own; before any answer, the
+    exception is the check's own failure, which `run_check` reports as such. A check's files
+    found tampered with (`Tampered`) are left to `run_check`, which counts a safety fault."""
+
+    def run(trial: Trial) -> Fail | Pass | None:
+        guarded.answered = False
+        try:
+            return check.run(trial)
+        except (Stop, Tampered):
+            raise
+        except Exception as error:
+            if not guarded.answered:
+                raise
+            log.info("%s: an answer the check could not read", check.name, exc_info=True)
+            raise Stop(Outcome.INCORRECT, _unreadable_answer(check, error)) from None
+
+    return dataclasses.replace(check, run=run)
+
+
+def _unreadable_answer(check: Check, error: BaseException) -> str:
+    """What a check that stopped on the learner's answer says: the exception's text is the
+    learner's data, quoted on one line, never the grader's own words."""
+    said = clean_line(exception_line(error))
+    if len(said) > 200:
+        said = said[:197] + "..."
+    return (
+        f"{check.expects}, but what your code returned is not what the contract describes, so "
+        f"the check could not read it. Quoted from your answer: «{said}». Next: return exactly "
+        "the types and keys the contract names."
+    )
 
 
 class _Guarded:
-    """The worker as the checks see it, with one rule added: a call or a race the worker could
-    not run (it did not start again, or died) ends the check as "did not run"."""
+    """The worker as the checks see it, with rules added: a call or a race the worker could
+    not run (it did not start again, died or sent what cannot be read) ends the check as "did
+    not run"; every wait is bounded by what is left of the submission's time, and once that
+    is gone the check ends as "did not run" with that notice; `answered` says whether the
+    learner's code answered since the check began."""
 
-    def __init__(self, worker: CheckWorker) -> None:
+    def __init__(self, worker: CheckWorker, deadline: Deadline) -> None:
         self._worker = worker
+        self._deadline = deadline
+        self.answered = False
+
+    def _in_time(self) -> None:
+        if self._deadline.passed():
+            raise Stop(Outcome.DID_NOT_RUN, f"did not run: {self._deadline.notice}")
 
     def call(self, name: str, args: Sequence[Any], timeout: float) -> Any:
+        self._in_time()
         self._worker.problem = ""
         try:
-            answer = self._worker.call(name, args, timeout)
+            answer = self._worker.call(name, args, self._deadline.bound(timeout))
         except WorkerGone as error:
             raise Stop(Outcome.DID_NOT_RUN, f"did not run: {error}") from None
-        if answer is None and self._worker.problem:
-            raise Stop(Outcome.DID_NOT_RUN, f"did not run: {self._worker.problem}")
+        if answer is None:
+            self._in_time()
+            if self._worker.problem:
+                raise Stop(Outcome.DID_NOT_RUN, f"did not run: {self._worker.problem}")
+            return None
+        self.answered = True
         return answer
 
     def race(
@@ -427,21 +586,27 @@ class _Guarded:
         delay: float,
         reset: Callable[[], None],
     ) -> RaceResult:
+        self._in_time()
         result = self._worker.race(
             name,
             database,
             calls,
-            timeout=timeout,
+            timeout=self._deadline.bound(timeout),
             lock_timeout=lock_timeout,
             delay=delay,
             reset=reset,
         )
         if any(r.kind == "no_start" for r in result.racers):
+            self._in_time()
             raise Stop(Outcome.DID_NOT_RUN, "did not run: a racer's worker did not start")
+        self.answered = True
         return result
 
     def end_check(self) -> None:
-        self._worker.end_check()
+        try:
+            self._worker.end_check()
+        except Exception:  # it runs while the check closes: never into grading
+            log.warning("closing a check failed", exc_info=True)
 
 
 def _setup_imported(
@@ -498,10 +663,11 @@ def checked_outputs(
 def _lay_out(area: Path) -> Path:
     """`area/notebooks` (the kernel's working directory) and `area/outputs` beside it, as in
     the course, so `Path("../outputs")` works. The kernel may write only inside its working
-    directory, so `outputs` is a link to a folder there."""
+    directory, so `outputs` is a link to a folder there (`notebooks/.outputs`, made once the
+    working directory has its space)."""
     area.chmod(0o711)  # traversable by the kernel's user and the processes it starts
     scratch = area / "notebooks"
-    (scratch / ".outputs").mkdir(parents=True)
+    scratch.mkdir(mode=0o711)
     (area / "outputs").symlink_to(Path("notebooks", ".outputs"), target_is_directory=True)
     return scratch
 
@@ -513,7 +679,7 @@ def _source_of(nb: NotebookNode, cell_id: str) -> str:
 def checked_exercises(source: str) -> list[str]:
     """The exercises a cell checks: the literal first argument of each `check(...)` call."""
     try:
-        tree = ast.parse(source)
+        tree = syntax.parse(source)
     except SyntaxError:
         return []
     return [
@@ -534,7 +700,7 @@ def names_used(source: str) -> set[str]:
         "" if line.lstrip().startswith(("%", "!")) else line for line in source.split("\n")
     )
     try:
-        tree = ast.parse(text)
+        tree = syntax.parse(text)
     except SyntaxError:
         return set()
     return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
@@ -547,8 +713,11 @@ def _mark_cell(cell: NotebookNode) -> str:
     return f"{_Q}({_B}.globals(), {names!r})\n" if names else "pass\n"
 
 
-def _cell_notices(cells: Sequence[NotebookNode], runs: Sequence[CellRun]) -> list[str]:
-    """What happened to the learner's own cells, when it matters for the score."""
+def _cell_notices(
+    cells: Sequence[NotebookNode], runs: Sequence[CellRun], problem: str
+) -> list[str]:
+    """What happened to the learner's own cells, when it matters for the score (`problem`:
+    why the run stopped)."""
     notices = []
     for cell, run in zip(cells, runs, strict=False):
         name = f"cell `{cell.get('id')}`" if cell.get("id") else "a cell you added"
@@ -559,6 +728,8 @@ def _cell_notices(cells: Sequence[NotebookNode], runs: Sequence[CellRun]) -> lis
                 f"the kernel died while running {name} (os._exit, a crash or a resource "
                 "limit): later cells did not run"
             )
+        elif run.status is CellStatus.CUT:
+            notices.append(f"grading stopped at {name}: {problem}; later cells did not run")
         elif run.status is CellStatus.ERROR:
             what = "ran out of memory" if run.ename == "MemoryError" else "raised"
             said = " ".join(f"{run.ename}: {run.evalue}".split())  # one line, whatever it holds
@@ -572,6 +743,35 @@ def _cell_not_run(run: CellRun, execution: Execution) -> str:
     return _NOT_RUN.get(run.status, "did not run")
 
 
+def held_back(
+    cell_id: str,
+    source: str,
+    exercises: Sequence[ex.GradedExercise],
+    results: Mapping[str, Sequence[CheckResult]],
+) -> str:
+    """Why a checked cell's output does not count yet (or ""): it shows an exercise's
+    functions at work, and a check that exercises what it shows did not pass. Which checks
+    those are, the exercise declares per cell (`GradedExercise.outputs`); a cell it does not
+    declare that names a contract function needs every check of the exercise. So an answer
+    no check accepts, or one that passes a check the cell does not show, gains nothing from
+    outputs printed on its behalf (a hook in the kernel printing the solution's text)."""
+    shown = names_used(source)
+    for exercise in exercises:
+        outcomes = {r.name: r.outcome for r in results.get(exercise.id, ())}
+        needed = exercise.outputs.get(cell_id)
+        if needed is None:
+            needed = tuple(outcomes) if shown & set(exercise.contract) else ()
+        failing = [name for name in needed if outcomes.get(name) is not Outcome.PASSED]
+        if failing:
+            named = ", ".join(f"'{name}'" for name in failing[:3])
+            more = f" and {len(failing) - 3} more" if len(failing) > 3 else ""
+            return (
+                f"cell `{cell_id}` shows your answer to {exercise.id} at work: its output "
+                f"counts once the checks of what it shows pass ({named}{more})"
+            )
+    return ""
+
+
 def _output_scores(
     checked: Sequence[outputs.Checked],
     cells: Sequence[NotebookNode],
@@ -579,7 +779,7 @@ def _output_scores(
     course: Course,
     execution: Execution,
     exercises: Sequence[ex.GradedExercise],
-    passed: Mapping[str, bool],
+    results: Mapping[str, Sequence[CheckResult]],
 ) -> list[CheckScore]:
     # The last learner cell with the id counts (a duplicated cell overrides the first copy).
     by_id = {str(c.get("id")): i for i, c in enumerate(cells) if c.get("id")}
@@ -595,14 +795,9 @@ def _output_scores(
             )
             outcome = GradedOutcome.PASSED if verdict is None else GradedOutcome.INCORRECT
             message = verdict or ""
-            shown = names_used(cells[index].source)
-            ungated = [e.id for e in exercises if shown & set(e.contract) and not passed.get(e.id)]
-            if outcome is GradedOutcome.PASSED and ungated:
-                outcome = GradedOutcome.NOT_ATTEMPTED
-                message = (
-                    f"cell `{ref.cell_id}` shows your answer to {ungated[0]} at work: its "
-                    f"output counts once a check of {ungated[0]} passes"
-                )
+            held = held_back(ref.cell_id, cells[index].source, exercises, results)
+            if outcome is GradedOutcome.PASSED and held:
+                outcome, message = GradedOutcome.NOT_ATTEMPTED, held
         else:
             outcome, message = (
                 GradedOutcome.DID_NOT_RUN,

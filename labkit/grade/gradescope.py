@@ -95,6 +95,7 @@ def _tests(sub: SubmissionReport) -> list[GradescopeTest]:
                 max_score=0.0,
                 status="failed",
                 output=f"not graded: {sub.error}",
+                output_format="text",
             )
         ]
     tests = []
@@ -108,6 +109,7 @@ def _tests(sub: SubmissionReport) -> list[GradescopeTest]:
                     max_score=check.max_points,
                     status="passed" if check.outcome is GradedOutcome.PASSED else "failed",
                     output=_test_output(check.outcome, check.message),
+                    output_format="text",  # learner text: shown as written, never as HTML
                     visibility="after_published" if check.hidden else "visible",
                 )
             )
@@ -161,6 +163,7 @@ def results(batch: BatchReport) -> GradescopeResults:
             "containment": sorted({s.containment for s in batch.submissions if s.containment}),
             "sandbox": sorted({s.sandbox for s in batch.submissions if s.sandbox}),
         },
+        output_format="text",
     )
 
 

@@ -2,11 +2,13 @@
 
 Owns: the grading kernelspec (argv starts with `labkit.grade.launcher`, which applies the
 limits and Landlock before ipykernel starts), the kernel's environment, and the run itself:
-nbclient with a per-cell timeout that interrupts the kernel, a total deadline, and a dead
-kernel turning every later cell into "did not run" (never "passed", nbgrader #427). Each run
-is one job of `containment`, in the mode grading asked for (full: its own network, PID and
-mount namespaces, cgroup and uid; container: its own uid inside the platform's container;
-unconfined: neither); the kernel talks to the grader over IPC sockets in the scratch directory.
+nbclient with a per-cell timeout that interrupts the kernel, the submission's deadline, a dead
+kernel turning every later cell into "did not run" (never "passed", nbgrader #427), and the
+bounds on what the grader reads and keeps of the kernel's messages (a run past them is cut).
+Each run is one job of `containment`, in the mode grading asked for (full: its own network, PID
+and mount namespaces, cgroup and uid; container: its own uid inside the platform's container;
+unconfined: neither); the kernel binds IPC sockets in the scratch directory, and the grader
+reaches them only through `relay`.
 
 The runner knows nothing about notebooks, solutions or checks: it takes a scratch directory
 (the kernel's working directory, the only place it may write) and a list of code strings,
@@ -19,12 +21,16 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import enum
 import json
 import logging
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,13 +38,16 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 import landlockpy
+import zmq
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbclient.util import ensure_async
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
+from labkit.grade import relay
 from labkit.grade.containment import (
     KERNEL_MODULE,
     ContainerJobs,
@@ -53,12 +62,15 @@ from labkit.grade.containment import (
     survey,
 )
 from labkit.grade.containment import Limits as Limits  # one submission's limits are its job's
+from labkit.grade.deadline import Deadline
 
 KERNEL_NAME: Final = "labkit-grade"
 TIMEOUT_ENAME: Final = "CellTimeout"
 PROBE_TIMEOUT: Final = 5
 MAX_OUTPUT: Final = 1_000_000  # characters of output kept per cell
-TRUNCATED: Final = "[the grader kept the first 1,000,000 characters of this cell's output]\n"
+TRUNCATED: Final = (
+    "[the grader kept the first 1,000,000 characters (or 5,000 outputs) of this cell's output]\n"
+)
 # Run in the kernel before the first cell: from then on, at the start of each cell (IPython's
 # `pre_execute` event), the cell's stdout and stderr writes are wrapped so that past
 # `MAX_OUTPUT` characters they are cut, with one line saying so. Both `print` and what
@@ -112,6 +124,7 @@ class CellStatus(enum.StrEnum):
     ERROR = "error"
     TIMEOUT = "timeout"
     DEAD = "kernel died"
+    CUT = "cut"  # its messages passed the run's bound (`RUN_BYTES`, `RUN_MESSAGES`)
     NOT_RUN = "did not run"
 
 
@@ -183,17 +196,86 @@ def kernel_env() -> dict[str, str]:
         "LANG": "C.UTF-8",
         "PYTHONHASHSEED": "0",
         "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+        # glibc reserves 64 MiB of address space per malloc arena, up to eight per CPU: with
+        # ipykernel's threads that alone took much of the address-space limit.
+        "MALLOC_ARENA_MAX": "2",
     }
 
 
+# What the grader keeps and reads of one kernel's message stream. The stream is the learner's
+# to fill (display floods, `update_display`, widget comms with binary buffers, messages sent by
+# hand on the kernel's sockets), so every part of it is bounded in the grader:
+# - the kernel's sockets are never the grader's: a relay process (`labkit.grade.relay`, its
+#   own memory bounded) forwards only messages of at most `relay.MAX_MESSAGE` bytes in all and
+#   ends the run at a larger one; the grader's sockets queue at most `relay.QUEUED` messages;
+# - nothing of a widget is kept (`store_widget_state` off: no state, no buffers), and at most
+#   `MAX_COMMS` comm objects (the Output widget's) are made;
+# - a cell keeps at most `MAX_OUTPUT` characters in at most `MAX_OUTPUTS` outputs, past which
+#   its outputs are dropped with one note (an honest flood of prints keeps its first part);
+# - a run reads at most `RUN_BYTES` bytes in `RUN_MESSAGES` messages for its cells; past either,
+#   the run is cut: the kernel is stopped, the cell is "cut" and later cells did not run.
+MAX_COMMS: Final = 256
+MAX_OUTPUTS: Final = 5_000
+# A course notebook's whole run reads under 100 KB in under 150 messages (measured on the
+# solutions); an honest flood of prints is cut in the kernel at `MAX_OUTPUT` per cell.
+RUN_BYTES: Final = 64 * 1024**2
+RUN_MESSAGES: Final = 1_000_000
+CUT: Final = (
+    f"the kernel's messages passed the grader's bound for one notebook ({RUN_BYTES // 1024**2} "
+    f"MiB or {RUN_MESSAGES:,} messages)"
+)
+
+
+def message_size(msg: dict[str, Any]) -> int:
+    """Bytes a kernel message carries: its content as JSON and its binary buffers."""
+    try:
+        size = len(json.dumps(msg.get("content"), default=str))
+    except (TypeError, ValueError, RecursionError):
+        size = RUN_BYTES  # content the grader cannot even measure is over every bound
+    return size + sum(memoryview(b).nbytes for b in msg.get("buffers") or [])
+
+
 class _BoundedClient(NotebookClient):
-    """nbclient keeps every output in memory; a learner's `while True: print(...)` would
-    grow the grader, not the (limited) kernel. Past `MAX_OUTPUT` characters a cell's further
-    outputs are dropped and one line says so."""
+    """nbclient keeps every output in memory, and reads whatever the kernel sends; the bounds
+    above (`MAX_OUTPUT` ... `RUN_MESSAGES`) hold them, so a learner's flood grows nothing but
+    the (limited) kernel. `cut` says why the run was cut ("" while it was not)."""
 
     def __init__(self, nb: NotebookNode, **kw: Any) -> None:
         super().__init__(nb, **kw)
         self.output_sizes: dict[int, int] = {}
+        self.noted: set[int] = set()
+        self.received = 0
+        self.messages = 0
+        self.cut = ""
+
+    def process_message(
+        self, msg: dict[str, Any], cell: NotebookNode, cell_index: int
+    ) -> NotebookNode | None:
+        if not self.cut:
+            self.received += message_size(msg)
+            self.messages += 1
+            if self.received > RUN_BYTES or self.messages > RUN_MESSAGES:
+                self.cut = CUT
+                # Stop the flooding cell now; `_execute` ends the run when the cell returns.
+                asyncio.get_running_loop().create_task(self._interrupt())
+        if self.cut and msg.get("msg_type") != "status":
+            return None  # only the cell's end still counts: nothing more is kept
+        return super().process_message(msg, cell, cell_index)
+
+    async def _interrupt(self) -> None:
+        with contextlib.suppress(Exception):  # a kernel already gone needs no interrupt
+            assert self.km is not None
+            await ensure_async(self.km.interrupt_kernel())
+
+    def handle_comm_msg(
+        self, outs: list[NotebookNode], msg: dict[str, Any], cell_index: int
+    ) -> None:
+        if msg.get("msg_type") == "comm_open" and len(self.comm_objects) >= MAX_COMMS:
+            return  # no more comm objects: a widget's messages are never graded
+        try:
+            super().handle_comm_msg(outs, msg, cell_index)
+        except Exception:  # a widget message nbclient cannot read (a state without its model)
+            _quiet.debug("a comm message was dropped", exc_info=True)
 
     def output(
         self,
@@ -208,25 +290,64 @@ class _BoundedClient(NotebookClient):
         )
         seen = self.output_sizes.get(cell_index, 0)
         self.output_sizes[cell_index] = seen + size
-        if seen + size <= MAX_OUTPUT:
+        if seen + size <= MAX_OUTPUT and len(outs) < MAX_OUTPUTS:
             return super().output(outs, msg, display_id, cell_index)
         # One note per cell: the kernel's own cut may have said it already (what a process
         # wrote to its descriptors can still drain after the cell's cut is lifted).
-        said = any(TRUNCATED in str(o.get("text", "")) for o in outs)
-        if seen <= MAX_OUTPUT and not said:
-            note = new_output("stream", name="stderr", text=TRUNCATED)  # type: ignore[no-untyped-call]
-            outs.append(note)
+        if cell_index not in self.noted:
+            self.noted.add(cell_index)
+            if not any(TRUNCATED in str(o.get("text", "")) for o in outs):
+                note = new_output("stream", name="stderr", text=TRUNCATED)  # type: ignore[no-untyped-call]
+                outs.append(note)
         return None
 
 
 class _JobKernelManager(AsyncKernelManager):
-    """The kernelspec's command, run as one job: its uid filled in, its container around it."""
+    """The kernelspec's command, run as one job: its uid filled in, its container around it;
+    and its client connected through a relay (`relay_ip`: ipc paths only root can reach)."""
 
     job: Job | None = None
+    relay_ip: str = ""
+    relay: subprocess.Popen[bytes] | None = None
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         argv = super().format_kernel_cmd(extra_arguments)
         return self.job.command(argv) if self.job is not None else argv
+
+    def _make_url(self, channel: str) -> str:
+        """The manager's own sockets (its control channel: interrupts) go through the relay
+        too (the kernel binds the paths of `ip`, which the connection file names)."""
+        return f"ipc://{self.relay_ip}-{getattr(self, f'{channel}_port')}"
+
+    def client(self, **kwargs: Any) -> Any:
+        """A client of the relay, which is started here: the kernel's ports are known now."""
+        ports = {name: getattr(self, f"{name}_port") for name in relay.CHANNELS}
+        self.relay = subprocess.Popen(
+            [sys.executable, "-I", relay.__file__, self.ip, self.relay_ip, json.dumps(ports)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "MALLOC_ARENA_MAX": "2"},
+        )
+        return super().client(**{**kwargs, "ip": self.relay_ip})
+
+    def relay_cut(self) -> str:
+        """Why the relay stopped forwarding ("" while it forwards)."""
+        code = None if self.relay is None else self.relay.poll()
+        if code is None:
+            return ""
+        if code == relay.TOO_BIG:
+            return (
+                "the kernel sent a message of more than "
+                f"{relay.MAX_MESSAGE // 1024**2} MiB, the grader's bound for one message"
+            )
+        return "the kernel sent a message larger than the grader takes"
+
+    def end_relay(self) -> None:
+        if self.relay is not None:
+            with contextlib.suppress(OSError):
+                self.relay.kill()
+            self.relay.wait()
 
 
 class KernelRunner:
@@ -246,15 +367,20 @@ class KernelRunner:
         self.clock = clock
         self.jobs = jobs if jobs is not None else jobs_for(limits)
 
-    def run(self, scratch: Path, sources: Sequence[str]) -> Execution:
+    def run(
+        self, scratch: Path, sources: Sequence[str], deadline: Deadline | None = None
+    ) -> Execution:
+        """`deadline` (default: the total time limit from now) bounds the kernel's start and
+        every cell."""
+        deadline = deadline or Deadline(self.limits.total_timeout, self.clock)
         try:
             with self.jobs.job(scratch) as job:
-                return asyncio.run(self._run(scratch, list(sources), job))
+                return asyncio.run(self._run(scratch, list(sources), job, deadline))
         except ContainmentUnavailable as error:
             cells = [CellRun(CellStatus.NOT_RUN) for _ in sources]
             return Execution(cells, False, f"the job could not start: {error}")
 
-    def _manager(self, scratch: Path, job: Job) -> AsyncKernelManager:
+    def _manager(self, scratch: Path, job: Job, relays: Path) -> _JobKernelManager:
         specs = KernelSpecManager(kernel_dirs=[str(self.spec_dir)], ensure_native_kernel=False)
         # IPC sockets in the scratch directory: no TCP port, and the kernel has no network.
         manager = _JobKernelManager(
@@ -265,9 +391,15 @@ class KernelRunner:
             connection_file=str(scratch / "kernel.json"),
         )
         manager.job = job
+        manager.relay_ip = str(relays / "kernel")
+        # Set before any socket of the kernel's client exists: the context hands them on.
+        manager.context.setsockopt(zmq.MAXMSGSIZE, relay.MAX_MESSAGE)
+        manager.context.setsockopt(zmq.RCVHWM, relay.QUEUED)
         return manager
 
-    async def _run(self, scratch: Path, sources: list[str], job: Job) -> Execution:
+    async def _run(
+        self, scratch: Path, sources: list[str], job: Job, deadline: Deadline
+    ) -> Execution:
         code = [new_code_cell(s) for s in sources]  # type: ignore[no-untyped-call]
         nb = new_notebook(cells=code)  # type: ignore[no-untyped-call]
         cells = [CellRun(CellStatus.NOT_RUN) for _ in sources]
@@ -276,46 +408,53 @@ class KernelRunner:
         def on_executed(cell: NotebookNode, cell_index: int, execute_reply: Any) -> None:
             replies[cell_index] = execute_reply.get("content", {}) if execute_reply else {}
 
+        # The relay's sockets: beside the scratch folder, in a folder of root's alone (no job
+        # can reach it, or bind a socket of its own there).
+        relays = Path(tempfile.mkdtemp(dir=scratch.parent, prefix=".relay-"))
+        manager = self._manager(scratch, job, relays)
         client = _BoundedClient(
             nb,
-            km=self._manager(scratch, job),
+            km=manager,
             timeout=self.limits.cell_timeout,
-            startup_timeout=int(self.limits.startup_timeout),
+            startup_timeout=max(1, int(deadline.bound(self.limits.startup_timeout))),
             interrupt_on_timeout=True,
             error_on_timeout={"ename": TIMEOUT_ENAME, "evalue": "", "traceback": []},
             allow_errors=True,
             record_timing=False,
             iopub_timeout=2,
             shutdown_kernel="immediate",
+            store_widget_state=False,
             on_cell_executed=on_executed,
             log=_quiet,
         )
-        deadline = self.clock() + self.limits.total_timeout
         log_path = scratch.with_name(scratch.name + ".kernel.log")
         try:
             with open(log_path, "wb") as kernel_log:
                 return await self._execute(
                     client, nb, cells, replies, scratch, deadline, kernel_log
                 )
-        except (RuntimeError, TimeoutError, OSError) as error:
+        except Exception as error:  # the kernel did not start, or sent what the client broke on
             started = any(c.status is not CellStatus.NOT_RUN for c in cells)
+            said = str(error) or type(error).__name__
             return Execution(
-                cells, started, f"the kernel could not run: {error}{_last_line(log_path)}"
+                cells, started, f"the kernel could not run: {said}{_last_line(log_path)}"
             )
         finally:
             # nbclient registers an exit hook per client and leaves it behind when the kernel
             # fails to start; the run is over either way.
             atexit.unregister(client._cleanup_kernel)
             log_path.unlink(missing_ok=True)
+            manager.end_relay()
+            shutil.rmtree(relays, ignore_errors=True)
 
     async def _execute(
         self,
-        client: NotebookClient,
+        client: _BoundedClient,
         nb: NotebookNode,
         cells: list[CellRun],
         replies: dict[int, dict[str, Any]],
         scratch: Path,
-        deadline: float,
+        deadline: Deadline,
         kernel_log: IO[bytes],
     ) -> Execution:
         # The kernel's own stderr (start-up failures) goes to a log beside the scratch copy.
@@ -326,25 +465,47 @@ class KernelRunner:
             stdout=subprocess.DEVNULL,
             stderr=kernel_log,
         ):
-            await self._cap_output(client, nb)
-            for index, cell in enumerate(nb.cells):
-                remaining = deadline - self.clock()
-                if remaining <= 0:
-                    return Execution(cells, True, "the total time limit was reached")
-                client.timeout = max(1, int(min(self.limits.cell_timeout, remaining)))
-                try:
-                    await client.async_execute_cell(cell, index)
-                except DeadKernelError:
-                    cells[index] = CellRun(CellStatus.DEAD, _plain(cell.outputs))
-                    return Execution(cells, True, "the kernel died")
-                except CellTimeoutError:
-                    cells[index] = CellRun(CellStatus.TIMEOUT, _plain(cell.outputs))
-                else:
-                    cells[index] = _cell_run(cell, replies.get(index, {}))
-                if cells[index].status is CellStatus.TIMEOUT:
-                    alive = await self._responsive(client, nb, replies, deadline)
-                    if not alive:
-                        return Execution(cells, True, STUCK)
+            manager = client.km
+            assert isinstance(manager, _JobKernelManager)
+            watch = asyncio.ensure_future(_watch(manager))
+            try:
+                return await self._cells(client, nb, cells, replies, deadline, manager)
+            finally:
+                watch.cancel()
+
+    async def _cells(
+        self,
+        client: _BoundedClient,
+        nb: NotebookNode,
+        cells: list[CellRun],
+        replies: dict[int, dict[str, Any]],
+        deadline: Deadline,
+        manager: _JobKernelManager,
+    ) -> Execution:
+        """Each cell in turn, until the end, the deadline, a dead kernel or a cut."""
+        await self._cap_output(client, nb)
+        for index, cell in enumerate(nb.cells):
+            if deadline.passed():
+                return Execution(cells, True, "the total time limit was reached")
+            client.timeout = max(1, int(deadline.bound(self.limits.cell_timeout)))
+            try:
+                await client.async_execute_cell(cell, index)
+            except DeadKernelError:
+                cut = manager.relay_cut()  # the watch stopped the kernel: no relay, no grading
+                status = CellStatus.CUT if cut else CellStatus.DEAD
+                cells[index] = CellRun(status, _plain(cell.outputs))
+                return Execution(cells, True, cut or "the kernel died")
+            except CellTimeoutError:
+                cells[index] = CellRun(CellStatus.TIMEOUT, _plain(cell.outputs))
+            else:
+                cells[index] = _cell_run(cell, replies.get(index, {}))
+            if client.cut:
+                cells[index] = CellRun(CellStatus.CUT, _plain(cell.outputs))
+                return Execution(cells, True, client.cut)
+            if cells[index].status is CellStatus.TIMEOUT:
+                alive = await self._responsive(client, nb, replies, deadline)
+                if not alive:
+                    return Execution(cells, True, STUCK)
         return Execution(cells, True)
 
     async def _cap_output(self, client: NotebookClient, nb: NotebookNode) -> None:
@@ -361,7 +522,7 @@ class KernelRunner:
         client: NotebookClient,
         nb: NotebookNode,
         replies: dict[int, dict[str, Any]],
-        deadline: float,
+        deadline: Deadline,
     ) -> bool:
         """After a timeout: does the kernel answer a no-op, or is it still stuck in a loop that
         swallowed the interrupt (`except KeyboardInterrupt: pass`)? Without this, every later
@@ -369,7 +530,7 @@ class KernelRunner:
         probe = new_code_cell("pass")  # type: ignore[no-untyped-call]
         nb.cells.append(probe)
         index = len(nb.cells) - 1
-        client.timeout = max(1, int(min(PROBE_TIMEOUT, deadline - self.clock())))
+        client.timeout = max(1, int(deadline.bound(PROBE_TIMEOUT)))
         try:
             await client.async_execute_cell(probe, index)
         except (DeadKernelError, CellTimeoutError):
@@ -377,6 +538,18 @@ class KernelRunner:
         finally:
             nb.cells.pop()
         return replies.pop(index, {}).get("ename") != TIMEOUT_ENAME
+
+
+async def _watch(manager: _JobKernelManager) -> None:
+    """Once the relay ends (a message over its bound), nothing more reaches the grader: the
+    kernel is killed, so the cell in progress ends as a dead kernel, which the runner reports
+    as the relay's cut."""
+    if manager.relay is None:
+        return
+    while manager.relay.poll() is None:
+        await asyncio.sleep(0.1)
+    with contextlib.suppress(Exception):  # a kernel already gone needs no signal
+        await ensure_async(manager.signal_kernel(signal.SIGKILL))
 
 
 def _last_line(log: Path) -> str:

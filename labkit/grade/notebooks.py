@@ -35,6 +35,7 @@ from nbformat import NotebookNode
 from nbformat.v4.rwbase import rejoin_lines
 
 from labkit.course.build import ANSWER_TAG, METADATA_KEY
+from labkit.grade import syntax
 
 SOLUTION_BEGIN: Final = "# BEGIN SOLUTION"
 CELL_ID: Final = re.compile(r"[a-zA-Z0-9_-]{1,64}")
@@ -351,7 +352,7 @@ def setup_imports(release: NotebookNode) -> str:
         "" if line.lstrip().startswith(("%", "!")) else line for line in cell.source.split("\n")
     )
     try:
-        tree = ast.parse(source)
+        tree = syntax.parse(source)
     except SyntaxError:
         return ""
     imports = [

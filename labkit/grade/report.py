@@ -138,9 +138,12 @@ class BatchReport(BaseModel):
     mean_percent: float
     seconds: float
     course: CourseVersion | None = None  # course version (labkit/grade/version.py)
+    # Why the run ended before every submission was graded (an interrupt, SIGTERM); "" when
+    # it did not. The submissions it did not reach say "did not run".
+    stopped: Line = ""
 
 
-def batch(reports: Sequence[SubmissionReport], seconds: float) -> BatchReport:
+def batch(reports: Sequence[SubmissionReport], seconds: float, stopped: str = "") -> BatchReport:
     graded = [r for r in reports if r.status == "graded"]
     mean = sum(r.percent for r in graded) / len(graded) if graded else 0.0
     return BatchReport(
@@ -149,6 +152,7 @@ def batch(reports: Sequence[SubmissionReport], seconds: float) -> BatchReport:
         errors=len(reports) - len(graded),
         mean_percent=round(mean, 1),
         seconds=round(seconds, 2),
+        stopped=stopped,
     )
 
 

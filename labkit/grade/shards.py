@@ -136,5 +136,6 @@ def merge(batches: Sequence[tuple[str, BatchReport]]) -> BatchReport:
                 )
             owner[sub.file] = name
     subs = sorted((s for _, b in batches for s in b.submissions), key=lambda s: s.file)
-    merged = report.batch(subs, sum(b.seconds for _, b in batches))
+    stopped = "; ".join(f"{name}: {b.stopped}" for name, b in batches if b.stopped)
+    merged = report.batch(subs, sum(b.seconds for _, b in batches), stopped=stopped)
     return merged.model_copy(update={"course": batches[0][1].course})

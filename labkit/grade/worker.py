@@ -2,28 +2,32 @@
 narrow channel (JSON lines on pipes), and the grader's side of that channel.
 
     python -m labkit.grade.worker --memory BYTES --cpu SECONDS --nproc N --fsize BYTES
-        [--user UID] [--sandbox required|best_effort|off]
+        [--user UID] [--sandbox required|best_effort|off] [-- --hide PACKAGE]
 
 Owns: the worker's loop (`serve`: "define" executes the answer-cell sources and the setup
 imports in a fresh namespace; "call" turns data and markers into arguments, calls one
 function and answers with `calls.perform`'s encoding; "end_check" closes what markers opened),
 `WorkerRunner` (the grader's `CheckRunner`: one worker per exercise, a time bound per call
-enforced by killing the worker, races with one fresh worker per racer), and `Spawn`, the one
-place a worker process is started (argv + scratch directory -> a process with pipes), so a
-stronger job launcher can replace `plain_spawn`.
+enforced by killing the worker, every wait within the submission's deadline, races with one
+fresh worker per racer, and bounds on what it keeps of the channel: `MAX_LINE`,
+`MAX_QUEUED`), and `Spawn`, the one place a worker process is started (argv + scratch
+directory -> a process with pipes), so a stronger job launcher can replace `plain_spawn`.
 
 The worker applies the kernel launcher's confinement first (`launcher.prepare`: limits, uid,
-Landlock), then reads its requests. Its protocol is its stdout as started; the learner's prints
-go to stderr. Must not import the hidden checks, the checks or the report models: the
-worker holds learner code and the judge's code never enters it.
+Landlock), then, when it runs on labkit's view (`answer_view`), a Landlock layer refusing to
+read the real package (`--hide`), then reads its requests. Its protocol is its stdout as
+started; the learner's prints go to stderr. Must not import the hidden checks, the checks or
+the report models: the worker holds learner code and the judge's code never enters it.
 """
 
 from __future__ import annotations
 
+import argparse
 import builtins
 import contextlib
 import json
 import linecache
+import logging
 import os
 import queue
 import subprocess
@@ -31,8 +35,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any, Final
 
 from labkit.course.exercises.calls import (
     Answer,
@@ -44,7 +49,11 @@ from labkit.course.exercises.calls import (
 )
 from labkit.course.exercises.race import Racer, RaceResult
 
+if TYPE_CHECKING:  # for its type only: the worker's own process needs nothing of it
+    from labkit.grade.deadline import Deadline
+
 Spawn = Callable[[Sequence[str], Path], "subprocess.Popen[bytes]"]
+log = logging.getLogger("labkit.grade.worker")
 
 
 # --- the worker's side ---------------------------------------------------------------------------
@@ -108,8 +117,12 @@ def _missing(*args: Any) -> Any:
 def main(argv: Sequence[str] | None = None) -> None:
     from labkit.grade import launcher
 
-    args, _ = launcher.parse(sys.argv[1:] if argv is None else argv)
+    args, rest = launcher.parse(sys.argv[1:] if argv is None else argv)
+    hiding = _hiding(rest, args.sandbox)  # made as started: every path is still readable
     launcher.prepare(args)
+    if hiding is not None:
+        with hiding:
+            hiding.restrict()
     protocol = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
@@ -120,12 +133,50 @@ def main(argv: Sequence[str] | None = None) -> None:
     serve(sys.stdin, protocol)
 
 
+def _hiding(rest: Sequence[str], mode: str) -> Any:
+    """A Landlock ruleset (to apply once the launcher has) that refuses to read or run any
+    file under the package `--hide` names: labkit's real package, when this worker runs on
+    the view of it (`labkit.grade.answer_view`). None when there is nothing to hide (no
+    `--hide`, or the view is bound over the real package's path). A `--hide` worker that did
+    not import labkit from the view does not start; in `required` mode, no Landlock is an
+    error too, as for the launcher's own layer."""
+    import landlockpy
+    from landlockpy import AccessFS
+
+    import labkit
+    from labkit.grade import launcher
+
+    parser = argparse.ArgumentParser(prog="labkit.grade.worker")
+    parser.add_argument("--hide", type=Path)
+    hidden = parser.parse_args(list(rest)).hide
+    if hidden is None:
+        return None
+    if not getattr(labkit, "_ANSWER_VIEW", False):  # answer_view.MARK
+        raise launcher.LaunchError(f"labkit's view is not first on the import path: {hidden}")
+    if Path(labkit.__file__).resolve().parent == hidden:
+        return None  # the view is bound over the real package: nothing else is there
+    if landlockpy.abi_version() < 1:
+        if mode == "required":
+            raise launcher.LaunchError(f"{hidden} cannot be hidden: Landlock unavailable")
+        return None
+    rights = AccessFS.READ_FILE | AccessFS.EXECUTE
+    ruleset = landlockpy.Ruleset(handled_fs=rights)
+    for path, access in launcher.readable_rules([Path("/")], hidden):
+        if access & rights:
+            with contextlib.suppress(OSError):  # a dangling link, a file gone since
+                ruleset.allow_path(str(path), access & rights)
+    return ruleset
+
+
 # --- the grader's side ---------------------------------------------------------------------------
 
 
-def plain_spawn(argv: Sequence[str], scratch: Path) -> subprocess.Popen[bytes]:
-    """Start a worker with pipes in `scratch`, with none of the grader's environment."""
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
+def plain_spawn(
+    argv: Sequence[str], scratch: Path, extra: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """Start a worker with pipes in `scratch`, with none of the grader's environment (only
+    `extra`, such as the import path of labkit's view)."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", **(extra or {})}
     return subprocess.Popen(
         list(argv),
         cwd=scratch,
@@ -146,15 +197,18 @@ def worker_argv(
     python: str = sys.executable,
     user: str | None = None,
     keep: str | None = None,
+    hide: Path | None = None,
 ) -> list[str]:
     """The command of a check worker: the launcher's options (`launcher.flags`), which the
-    worker applies itself before it reads a line."""
+    worker applies itself before it reads a line, and the package it must not read (`hide`:
+    labkit's real package, when the worker runs on `labkit.grade.answer_view`'s view)."""
     from labkit.grade import launcher
 
     options = launcher.flags(
         memory=memory, cpu=cpu, nproc=nproc, fsize=fsize, sandbox=sandbox, user=user, keep=keep
     )
-    return [python, "-P", "-m", "labkit.grade.worker", *options]
+    hidden = [] if hide is None else ["--", f"--hide={hide}"]
+    return [python, "-P", "-m", "labkit.grade.worker", *options, *hidden]
 
 
 class WorkerGone(Exception):
@@ -165,19 +219,62 @@ class WorkerNotStarted(WorkerGone):
     """The worker ended before it was confined and ready: no learner code had run in it."""
 
 
+class BadReply(WorkerGone):
+    """What came back on the worker's channel is not a reply the worker's own loop writes:
+    something in the answer cells wrote to the channel (or broke the worker's encoding)."""
+
+
+# The worker's channel is the learner's to fill (its code runs in the worker and can write to
+# the protocol descriptor), so what the grader keeps of it is bounded: one reply line at most
+# `MAX_LINE` bytes (an honest reply is far smaller: values are capped by `calls.MAX_ITEMS`, an
+# exception's text by `calls.describe`), at most `MAX_QUEUED` lines nobody has read yet (the
+# worker answers one request at a time, so an honest worker has at most one waiting). Past
+# either, the reader stops and the next read says so; the worker is then killed.
+MAX_LINE: Final = 2 * 1024**2
+MAX_QUEUED: Final = 4
+_FLOOD: Final = f"wrote more than {MAX_QUEUED} lines on its channel that nobody asked for"
+_LONG: Final = f"wrote a line longer than {MAX_LINE // 1024**2} MiB on its channel"
+
+
+@dataclass(frozen=True)
+class _Cut:
+    """The reader stopped: the channel broke one of its bounds."""
+
+    why: str
+
+
+def _bad(error: BaseException) -> BadReply:
+    return BadReply(
+        "something in the answer cells wrote to the check worker's channel (what came could "
+        f"not be read: {type(error).__name__})"
+    )
+
+
 class _Worker:
-    """One worker process and the thread that reads its lines."""
+    """One worker process and the thread that reads its lines (bounded: see `MAX_LINE`)."""
 
     def __init__(self, proc: subprocess.Popen[bytes]) -> None:
         self.proc = proc
-        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.lines: queue.Queue[str | _Cut | None] = queue.Queue()
         self.reader = threading.Thread(target=self._read, name="labkit-worker", daemon=True)
         self.reader.start()
 
     def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            self.lines.put(raw.decode("utf-8", "replace"))
+        stream = self.proc.stdout
+        assert stream is not None
+        try:
+            while raw := stream.readline(MAX_LINE + 1):
+                if len(raw) > MAX_LINE:
+                    self.lines.put(_Cut(_LONG))
+                    return
+                if self.lines.qsize() >= MAX_QUEUED:
+                    self.lines.put(_Cut(_FLOOD))
+                    return
+                self.lines.put(raw.decode("utf-8", "replace"))
+        except (OSError, ValueError):  # a read error is the end of the channel
+            pass
+        finally:
+            stream.close()  # here, not in `kill`: closing it there would wait for this read
         self.lines.put(None)
 
     def send(self, message: dict[str, Any]) -> None:
@@ -185,20 +282,27 @@ class _Worker:
         try:
             self.proc.stdin.write(json.dumps(message).encode() + b"\n")
             self.proc.stdin.flush()
-        except OSError as error:
+        except (OSError, ValueError) as error:
             raise WorkerGone(str(error)) from None
 
     def receive(self, timeout: float) -> dict[str, Any] | None:
-        """The next reply; None on timeout. `WorkerGone` when the process ended."""
+        """The next reply; None on timeout. `WorkerGone` when the process ended, `BadReply`
+        when what came is not a reply or the channel broke its bounds."""
         try:
             line = self.lines.get(timeout=max(0.0, timeout))
         except queue.Empty:
             return None
         if line is None:
             raise WorkerGone(f"the worker exited (code {self.proc.poll()})")
-        reply = json.loads(line)
+        if isinstance(line, _Cut):
+            self.lines.put(line)  # every later read says so too
+            raise BadReply(f"something in the answer cells {line.why}")
+        try:
+            reply = json.loads(line)
+        except Exception as error:  # ValueError, or RecursionError for a reply nested deep
+            raise _bad(error) from None
         if not isinstance(reply, dict):
-            raise WorkerGone("the worker sent something else than a reply")
+            raise _bad(TypeError())
         return reply
 
     def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any] | None:
@@ -206,19 +310,25 @@ class _Worker:
         return self.receive(timeout)
 
     def kill(self) -> None:
+        """Kill the process. Its output is left to the reader, which ends at end of file:
+        when the job ends, if a process the worker started still holds the pipe."""
         with contextlib.suppress(OSError):
             self.proc.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(10)
-        for stream in (self.proc.stdin, self.proc.stdout):
-            if stream is not None:
-                with contextlib.suppress(OSError):
-                    stream.close()
+        if self.proc.stdin is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self.proc.stdin.close()
 
 
 class WorkerRunner:
     """A `CheckRunner` over worker processes holding only the learner's `sources`. A call past
-    its time bound kills the worker; the next call starts a fresh one."""
+    its time bound kills the worker; the next call starts a fresh one. Every wait (a start, a
+    call, a race) is also bounded by `deadline` (the submission's total time).
+
+    Nothing the worker sends can raise out of it but `WorkerGone` (from `start`, or a call
+    that could not start a worker): a reply the grader cannot read is that call's failure,
+    said in `problem`, and the worker is killed."""
 
     def __init__(
         self,
@@ -228,40 +338,61 @@ class WorkerRunner:
         scratch: Path,
         spawn: Spawn = plain_spawn,
         start_timeout: float = 30.0,
+        deadline: Deadline | None = None,
     ) -> None:
         self._sources = list(sources)
         self._argv = list(argv)
         self._scratch = scratch
         self._spawn = spawn
         self._start_timeout = start_timeout
+        self._deadline = deadline
         self._worker: _Worker | None = None
         self.defined: frozenset[str] = frozenset()
         self.problem = ""
 
-    def _start(self) -> _Worker:
-        worker = _Worker(self._spawn(self._argv, self._scratch))
+    def _start(self, bound: float | None = None) -> _Worker:
+        """A fresh worker that defined the sources within `bound` seconds (default: the start
+        bound), never past the deadline."""
+        wait = self._bound(self._start_timeout if bound is None else bound)
+        if wait <= 0:
+            raise WorkerGone(self._late() or "no time was left to start it")
         try:
-            ready = worker.receive(self._start_timeout)
-        except (WorkerGone, ValueError) as error:
+            worker = _Worker(self._spawn(self._argv, self._scratch))
+        except OSError as error:
+            raise WorkerNotStarted(f"the check worker did not start ({error})") from None
+        # Before "ready" the worker runs only labkit's own code (its limits, its user, Landlock):
+        # a worker that cannot get there is grading's failure, never the submission's.
+        try:
+            ready = worker.receive(wait)
+        except WorkerGone as error:
             worker.kill()
             raise WorkerNotStarted(f"the check worker did not start ({error})") from None
         if ready is None or not ready.get("ready"):
             worker.kill()
-            raise WorkerNotStarted(
-                f"the check worker was not ready within {self._start_timeout:g} s"
-            )
+            if self._late():
+                raise WorkerGone(self._late())
+            raise WorkerNotStarted(f"the check worker was not ready within {wait:g} s")
         try:
-            reply = worker.request({"op": "define", "sources": self._sources}, self._start_timeout)
-        except (WorkerGone, ValueError) as error:
+            reply = worker.request({"op": "define", "sources": self._sources}, self._bound(wait))
+            if reply is None:
+                raise WorkerGone(
+                    self._late() or f"the answer cells did not finish defining within {wait:g} s"
+                )
+            self.defined = frozenset(str(n) for n in reply["defined"])
+        except WorkerGone as error:
             worker.kill()
             raise WorkerGone(f"the check worker did not start ({error})") from None
-        if reply is None:
+        except Exception as error:  # a forged "defined": anything but a list of names
             worker.kill()
-            raise WorkerGone(
-                f"the answer cells did not finish defining within {self._start_timeout:g} s"
-            )
-        self.defined = frozenset(str(n) for n in reply.get("defined", []))
+            raise WorkerGone(f"the check worker did not start: {_bad(error)}") from None
         return worker
+
+    def _bound(self, seconds: float) -> float:
+        return seconds if self._deadline is None else self._deadline.bound(seconds)
+
+    def _late(self) -> str:
+        """The deadline's notice once it has passed, else ""."""
+        return self._deadline.notice if self._deadline and self._deadline.passed() else ""
 
     def start(self) -> frozenset[str]:
         """Start the worker; returns the names the answer cells define."""
@@ -270,33 +401,40 @@ class WorkerRunner:
         return self.defined
 
     def call(self, name: str, args: Sequence[Any], timeout: float) -> Answer | None:
-        """None when the call did not return in time or the worker died (then `problem`
-        says so); `WorkerGone` when no worker could be started for it."""
+        """None when the call did not return in time, the worker died or its reply could not
+        be read (then `problem` says so); `WorkerGone` when no worker could be started for
+        it."""
         self.problem = ""
         worker = self._worker or self._start()
         self._worker = worker
         try:
             reply = worker.request(
-                {"op": "call", "name": name, "args": [encode(a) for a in args]}, timeout
+                {"op": "call", "name": name, "args": [encode(a) for a in args]},
+                self._bound(timeout),
             )
             if reply is not None:
                 return Answer.from_json(reply)
+        except BadReply as error:
+            self.problem = str(error)
         except WorkerGone as error:
             self.problem = f"the check worker died during the call ({error})"
-        except (ValueError, KeyError):
-            pass
-        worker.kill()  # hung or dead: the next check gets a fresh worker
+        except Exception as error:  # a reply that is JSON but not an answer: anything
+            self.problem = str(_bad(error))
+        worker.kill()  # hung, dead or forged: the next check gets a fresh worker
         self._worker = None
         return None
 
     def end_check(self) -> None:
+        """Close what the check's markers opened; a worker that does not say so in time, or
+        answers with anything else, is killed (the next check starts a fresh one). Never
+        raises: it runs while a check closes."""
         if self._worker is None:
             return
         try:
-            if self._worker.request({"op": "end_check"}, 10.0) is not None:
+            if self._worker.request({"op": "end_check"}, self._bound(10.0)) is not None:
                 return
-        except (WorkerGone, ValueError):
-            pass
+        except Exception:  # gone, or a forged reply of any shape
+            log.debug("end_check: the worker's answer could not be read", exc_info=True)
         self._worker.kill()
         self._worker = None
 
@@ -312,10 +450,11 @@ class WorkerRunner:
         reset: Callable[[], None],
     ) -> RaceResult:
         """Each racer a fresh worker with its own connection: all connect and say ready, then
-        all are released at once."""
+        all are released at once. Every racer's start, and the whole race, stay within
+        `timeout` and the deadline."""
         from labkit.course.exercises.calls import SqliteConnection
 
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + self._bound(timeout)
         racers: list[_Worker | None] = []
         try:
             for n, args in enumerate(calls):
@@ -323,7 +462,7 @@ class WorkerRunner:
                     str(database), f"racer-{n}", lock_timeout=lock_timeout, statement_delay=delay
                 )
                 try:
-                    worker = self._start()
+                    worker = self._start(min(self._start_timeout, deadline - time.monotonic()))
                     worker.send(
                         {
                             "op": "call",
@@ -335,30 +474,19 @@ class WorkerRunner:
                     racers.append(worker)
                 except WorkerGone:
                     racers.append(None)
-            ready = []
-            for maybe in racers:
-                try:
-                    got = maybe.receive(deadline - time.monotonic()) if maybe else None
-                except (WorkerGone, ValueError):
-                    got = None
-                ready.append(bool(got and got.get("ready")))
+            ready = [_ready(maybe, deadline) for maybe in racers]
             if not all(ready):
                 return RaceResult(tuple(Racer("no_start") for _ in calls), processes=True)
             live = [r for r in racers if r is not None]
             for racer in live:
-                racer.send({"op": "go"})
-            results = []
-            for n, racer in enumerate(live):
                 try:
-                    reply = racer.receive(deadline - time.monotonic())
-                except (WorkerGone, ValueError):
-                    results.append(Racer("crashed", exception="the racer's process died"))
-                    continue
-                if reply is None:
-                    results.append(Racer("timeout"))
-                    continue
-                results.append(_racer(Answer.from_json(reply), f"racer-{n}"))
-            return RaceResult(tuple(results), processes=True)
+                    racer.send({"op": "go"})
+                except WorkerGone:
+                    continue  # its receive below says it died
+            return RaceResult(
+                tuple(_finish(racer, f"racer-{n}", deadline) for n, racer in enumerate(live)),
+                processes=True,
+            )
         finally:
             for maybe in racers:
                 if maybe is not None:
@@ -368,6 +496,31 @@ class WorkerRunner:
         if self._worker is not None:
             self._worker.kill()
             self._worker = None
+
+
+def _ready(racer: _Worker | None, deadline: float) -> bool:
+    if racer is None:
+        return False
+    try:
+        got = racer.receive(deadline - time.monotonic())
+    except WorkerGone:
+        return False
+    return bool(got and got.get("ready") is True)
+
+
+def _finish(racer: _Worker, key: str, deadline: float) -> Racer:
+    """What one released racer did; a racer whose reply cannot be read crashed."""
+    try:
+        reply = racer.receive(deadline - time.monotonic())
+        if reply is None:
+            return Racer("timeout")
+        return _racer(Answer.from_json(reply), key)
+    except BadReply as error:
+        return Racer("crashed", exception=str(error))
+    except WorkerGone:
+        return Racer("crashed", exception="the racer's process died")
+    except Exception as error:
+        return Racer("crashed", exception=str(_bad(error)))
 
 
 def _racer(answer: Answer, key: str) -> Racer:

@@ -11,7 +11,10 @@ copies of the same builders).
 from __future__ import annotations
 
 import copy
+import subprocess
 import sys
+import tempfile
+import textwrap
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,9 +29,10 @@ from labkit.course.exercises.checks import CheckReport, InProcessRunner, run_che
 from labkit.course.exercises.registry import EXERCISES as COURSE_CHECKS
 from labkit.course.exercises.registry import graded
 from labkit.course.exercises.trial import Check, CheckSettings
-from labkit.grade import notebooks
+from labkit.grade import answer_view, notebooks
+from labkit.grade.deadline import Deadline
 from labkit.grade.graded_exercises import GRADED
-from labkit.grade.worker import WorkerGone, WorkerRunner, worker_argv
+from labkit.grade.worker import WorkerGone, WorkerRunner, plain_spawn, worker_argv
 
 FIXTURES = Path(__file__).parent / "fixtures" / "solutions"
 # The real course: its solution notebooks and the five that hold an exercise.
@@ -45,6 +49,16 @@ SETUP = (
 )
 WORKER_ARGV = worker_argv(
     memory=2 * 1024**3, cpu=60, nproc=64, fsize=64 * 1024**2, sandbox="off", python=sys.executable
+)
+# As the grader starts a worker: on labkit's view (`answer_view`), the real package hidden.
+VIEW_ARGV = worker_argv(
+    memory=2 * 1024**3,
+    cpu=60,
+    nproc=64,
+    fsize=64 * 1024**2,
+    sandbox="off",
+    python=sys.executable,
+    hide=answer_view.REAL,
 )
 
 # ex1 with the principal folded to lower case: every public check passes (they spell each
@@ -164,8 +178,9 @@ def judge_in_worker(
     scratch: Path,
     settings: CheckSettings | None = None,
 ) -> CheckReport:
-    """`checks` against the answer `sources` (after SETUP) in a check worker."""
-    runner = WorkerRunner([SETUP, *sources], argv=WORKER_ARGV, scratch=scratch)
+    """`checks` against the answer `sources` (after SETUP) in a check worker, on labkit's view
+    as the grader's workers see it."""
+    runner = view_runner([SETUP, *sources], scratch)
     try:
         defined = runner.start()
         return run_checks(
@@ -178,6 +193,16 @@ def judge_in_worker(
         )
     finally:
         runner.close()
+
+
+def view_runner(sources: Sequence[str], scratch: Path, **kw: Any) -> WorkerRunner:
+    """A worker runner (no job) whose workers run on a fresh view of labkit, as the grader's."""
+    view = answer_view.build(Path(tempfile.mkdtemp(dir=scratch, prefix="view-")) / "labkit")
+
+    def spawn(argv: Sequence[str], where: Path) -> subprocess.Popen[bytes]:
+        return plain_spawn(argv, where, answer_view.env(view))
+
+    return WorkerRunner(sources, argv=VIEW_ARGV, scratch=scratch, spawn=spawn, **kw)
 
 
 def judge_in_process(
@@ -224,6 +249,25 @@ class InProcessWorker(InProcessRunner):
         return super().call(name, args, timeout)
 
 
+class ViewWorkers:
+    """`grader.Workers` as plain worker processes on labkit's view, without a job (tests of
+    what crosses the channel and of the deadline, not of containment)."""
+
+    def __init__(self, call_timeout: float = 5.0, start_timeout: float = 10.0) -> None:
+        self.call_timeout = call_timeout
+        self.start_timeout = start_timeout
+
+    @contextmanager
+    def runner(
+        self, scratch: Path, sources: Sequence[str], deadline: Deadline
+    ) -> Iterator[WorkerRunner]:
+        runner = view_runner(sources, scratch, start_timeout=self.start_timeout, deadline=deadline)
+        try:
+            yield runner
+        finally:
+            runner.close()
+
+
 class InProcessWorkers:
     """`grader.Workers` in this process (no confinement: tests of the scoring only). Records
     the sources each exercise's worker was given."""
@@ -236,7 +280,9 @@ class InProcessWorkers:
         self.sources: list[list[str]] = []
 
     @contextmanager
-    def runner(self, scratch: Path, sources: Sequence[str]) -> Iterator[InProcessWorker]:
+    def runner(
+        self, scratch: Path, sources: Sequence[str], deadline: Deadline
+    ) -> Iterator[InProcessWorker]:
         self.sources.append(list(sources))
         namespace: dict[str, Any] = {"__name__": "__learner__"}
         for source in sources:
@@ -245,3 +291,76 @@ class InProcessWorkers:
             except Exception:
                 continue
         yield InProcessWorker(namespace, self.start_error, self.died)
+
+
+# -- what a hostile class sends: floods of the kernel's messages and of the worker's channel -----
+
+# The check worker's reply channel, from the learner's code in the worker: every pipe it may
+# write to (its protocol descriptor). Used only in the worker (no `get_ipython` there).
+CHANNEL = """
+import os as _os, stat as _stat
+def _channel_write(data):
+    for _fd in range(3, 64):
+        try:
+            if _stat.S_ISFIFO(_os.fstat(_fd).st_mode):
+                _os.write(_fd, data)
+        except OSError:
+            pass
+"""
+IN_WORKER = "try:\n    get_ipython\nexcept NameError:\n"
+
+
+def in_worker(body: str) -> str:
+    """`body` run only in the check worker, at definition time."""
+    return IN_WORKER + textwrap.indent(body.strip("\n") + "\n", "    ")
+
+
+def stub_after(body: str) -> str:
+    """Exercise 2's `url_elicitation` that runs `body` in the worker, then is the stub."""
+    return (
+        "def url_elicitation(capabilities, message, url):\n"
+        + textwrap.indent(in_worker(body), "    ")
+        + "    raise NotImplementedError\n"
+    )
+
+
+def huge_line(mib: int) -> str:
+    """An answer cell (exercise 2) writing one line of `mib` MiB, no newline, on each call."""
+    return CHANNEL + stub_after(
+        f"chunk = b'x' * 1024**2\nfor _ in range({mib}):\n    _channel_write(chunk)\n"
+    )
+
+
+def comm_flood(count: int, mib: int) -> str:
+    """A cell opening `count` widget comms (state and a binary buffer of `mib` MiB each, as
+    ipywidgets sends them: what a client that stores widget state keeps)."""
+    return (
+        "from comm import create_comm\n"
+        f"for n in range({count}):\n"
+        "    state = {'_model_module': 'flood', '_model_name': 'FloodModel', 'value': n}\n"
+        "    create_comm(target_name='jupyter.widget', "
+        "data={'state': state, 'buffer_paths': [['value']]}, "
+        f"buffers=[b'x' * ({mib} * 1024**2)])\n"
+    )
+
+
+def display_flood(count: int, kib: int) -> str:
+    """A cell updating one display `count` times with `kib` KiB of text each time."""
+    return (
+        "from IPython.display import display, update_display\n"
+        'display("x", display_id="flood")\n'
+        f"for n in range({count}):\n"
+        f'    update_display({{"text/plain": "y" * ({kib} * 1024)}}, raw=True, '
+        'display_id="flood")\n'
+    )
+
+
+def disk_filler(count: int, mib: int) -> str:
+    """A cell writing `count` files of `mib` MiB each (each under the per-file limit)."""
+    return (
+        f"for n in range({count}):\n"
+        "    try:\n"
+        f'        open(f"filler-{{n}}", "wb").write(b"x" * ({mib} * 1024**2))\n'
+        "    except OSError as error:\n"
+        "        print(type(error).__name__)\n"
+    )

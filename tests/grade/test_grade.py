@@ -173,7 +173,11 @@ def test_partial_submission_gets_exactly_its_partial_score(graded: Graded) -> No
     assert all(c.outcome is GradedOutcome.PASSED for c in public)
     public_points = sum(c.max_points for c in public)
     assert (ex1.points, ex1.max_points) == (6.0 + public_points, 12.0 + public_points)
-    assert (sub.points, sub.max_points) == (8.0 + public_points, 14.0 + public_points)
+    # ex1-demo shows claim_and_delete at work and declares no checks of its own, so its output
+    # counts only once every check of ex1 passed: the hidden checks did not.
+    demo = next(c for e in sub.exercises for c in e.checks if c.name == "outputs/ex1-demo")
+    assert demo.outcome is GradedOutcome.NOT_ATTEMPTED and "claims in sequence" in demo.message
+    assert (sub.points, sub.max_points) == (7.0 + public_points, 14.0 + public_points)
 
 
 def test_ex2_and_ex5_hidden_checks_see_what_the_public_ones_cannot(graded: Graded) -> None:
@@ -289,8 +293,12 @@ def test_reports_validate_and_junit_has_one_testcase_per_check(
     partial = _report(out, "partial")
     cases = suites["partial.ipynb"].findall("testcase")
     assert len(cases) == sum(len(e.checks) for e in partial.exercises)
-    failed = [c for c in cases if c.find("failure") is not None]
-    assert len(failed) == 2 and "'Alice'" in (failed[0].find("failure").get("message") or "")
+    failed = [
+        c.find("failure").get("message") or "" for c in cases if c.find("failure") is not None
+    ]
+    # The two hidden checks, and the demo output they hold back.
+    assert len(failed) == 3 and "'Alice'" in failed[0]
+    assert "counts once the checks of what it shows pass" in failed[2]
     assert suites["corrupt.ipynb"].find("testcase/error") is not None
 
 

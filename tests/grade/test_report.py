@@ -14,6 +14,7 @@ import pytest
 from grade.grade_helpers import CASE_FOLDED, FIXTURES, InProcessWorkers, solved, with_source, write
 from labkit.course.exercises.trial import Check, Contract, Exercise, Fail, Trial
 from labkit.grade import batch, classview, grader, report
+from labkit.grade.deadline import Deadline
 from labkit.grade.graded_exercises import GradedExercise
 from labkit.grade.kernel import CellRun, CellStatus, Execution
 from labkit.grade.report import GradedOutcome, SubmissionReport
@@ -34,7 +35,7 @@ class FakeRunner:
         self.sources: list[str] = []
         self.scratch_files: list[str] = []
 
-    def run(self, scratch: Path, sources: Sequence[str]) -> Execution:
+    def run(self, scratch: Path, sources: Sequence[str], deadline: Deadline) -> Execution:
         self.sources = list(sources)
         self.scratch_files = sorted(p.name for p in scratch.iterdir())
         cells = self.script + [CellRun(CellStatus.NOT_RUN)] * (len(sources) - len(self.script))
@@ -148,7 +149,7 @@ def test_a_kernel_that_never_started_is_an_error_entry(
     tmp_path: Path, course: grader.Course
 ) -> None:
     class NeverStarts(FakeRunner):
-        def run(self, scratch: Path, sources: Sequence[str]) -> Execution:
+        def run(self, scratch: Path, sources: Sequence[str], deadline: Deadline) -> Execution:
             return Execution([CellRun(CellStatus.NOT_RUN)] * len(sources), False, "no kernel")
 
     sub = graded(tmp_path, course, NeverStarts())
@@ -288,7 +289,8 @@ def test_an_answer_that_raises_is_an_error_in_your_code(
 def test_a_stub_gains_no_point_from_an_output_that_shows_it_at_work(
     tmp_path: Path, course: grader.Course
 ) -> None:
-    """ex1-demo calls claim_and_delete: its output counts only once a check of ex1 passes."""
+    """ex1-demo calls claim_and_delete and declares no checks of its own: its output counts
+    only once every check of ex1 passed."""
     solution = grader.Course.load(FIXTURES).solutions["replay"]
     saved = {c.id: c.get("outputs", []) for c in solution.cells if c.get("id")}
     runs = [CellRun(CellStatus.OK) for _ in range(LEARNER)]
@@ -303,7 +305,7 @@ def test_a_stub_gains_no_point_from_an_output_that_shows_it_at_work(
         assert outputs["outputs/address"].points == 1.0  # shows no learner function
         assert outputs["outputs/ex1-demo"].points == demo
         found[demo] = outputs["outputs/ex1-demo"]
-    assert "counts once a check of ex1 passes" in found[0.0].message
+    assert "counts once the checks of what it shows pass ('answers')" in found[0.0].message
     assert found[0.0].outcome is GradedOutcome.NOT_ATTEMPTED
 
 

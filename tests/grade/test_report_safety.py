@@ -5,6 +5,7 @@ a fake runner stands in where a grading run is needed."""
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,7 +15,8 @@ import pytest
 
 from grade.grade_helpers import FIXTURES, learner, solved, write
 from labkit import cli
-from labkit.grade import batch, classview, grader, report
+from labkit.grade import batch, classroom, classview, grader, report
+from labkit.grade.deadline import Deadline
 from labkit.grade.kernel import CellRun, CellStatus, Execution
 from labkit.grade.report import CheckScore, SubmissionReport
 from labkit.grade.report import GradedOutcome as Outcome
@@ -83,6 +85,34 @@ def test_every_text_field_is_cleaned(text: str) -> None:
         assert bad not in batch.summary(report.batch([sub], 1.0))
     assert "\n" not in sub.file and "\n" not in sub.exercises[0].checks[0].title
     dumped.encode("utf-8")  # no lone surrogate is left to break the JSON file
+
+
+MARKUP = [
+    "<img src=x onerror=alert(1)>",
+    "<script>alert('evil')</script>",
+    "[a link](https://example.com) and ![an image](https://example.com/x.png)",
+    "| a | fake | row |",
+    "**bold** _em_ `code` ~~gone~~ # heading <!-- comment -->",
+    "&lt;already an entity&gt; &amp;",
+]
+
+
+@pytest.mark.parametrize("text", MARKUP)
+def test_html_and_markdown_from_a_submission_stay_inert(text: str) -> None:
+    """The class view escapes it as HTML; the Markdown summary as HTML and Markdown outside
+    its code blocks (a table row, a heading), and inside them it is only text."""
+    subs = [hostile_report(text), SubmissionReport.failed(f"{text}.ipynb", f"corrupt: {text}")]
+    result = report.batch(subs, 1.0)
+    page = classview.render(result)
+    assert "<img" not in page and "<script" not in page and "<!--" not in page
+    summary = classroom.markdown(result)
+    rows = [line for line in summary.splitlines() if line.startswith("| ")]
+    assert len(rows) == 1 + len(subs)  # the header and one row each: no row forged
+    headings = [line for line in summary.splitlines() if line.startswith("### ")]
+    for line in rows + headings:
+        bare = re.sub(r"\\.", "", line)  # what is left once every escaped character goes
+        assert not re.search(r"[<>`*_\[\]~]", bare), line
+        assert bare.count("|") == (4 if line.startswith("|") else 0), line
 
 
 def test_escapes_stay_visible() -> None:
@@ -179,7 +209,7 @@ class FakeRunner:
         self.sources: list[str] = []
         self.layout: dict[str, Any] = {}
 
-    def run(self, scratch: Path, sources: Sequence[str]) -> Execution:
+    def run(self, scratch: Path, sources: Sequence[str], deadline: Deadline) -> Execution:
         self.sources = list(sources)
         outputs = scratch.parent / "outputs"
         self.layout = {"outputs": outputs.resolve(), "inside": scratch.resolve()}

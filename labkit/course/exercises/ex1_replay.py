@@ -640,6 +640,15 @@ EXERCISE = Exercise(
     notebook="03-ex1-sqlite-replay-store",
     hidden="labkit.grade.hidden.ex1",
     safety=Safety(4, "no claim should delete a second note, nor a note without its claim"),
+    outputs={
+        "ex1-try": (
+            "fresh claim",
+            "replay refused",
+            "missing note keeps the nonce",
+            "transaction closed on every path",
+        ),
+        "ex1-race": ("two processes race", "six racing processes"),
+    },
     checks=(
         Check(
             "fresh claim",

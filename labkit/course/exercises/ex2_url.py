@@ -254,6 +254,16 @@ EXERCISE = Exercise(
     notebook="04-ex2-url-mode",
     hidden="labkit.grade.hidden.ex2",
     safety=Safety(3, "no URL-mode entry should be offered to a request that did not declare it"),
+    outputs={
+        "ex2-try": (
+            "url offered when declared",
+            "url offered beside form",
+            "form only refused",
+            "empty elicitation refused",
+            "no capabilities refused",
+            "generated requests",
+        ),
+    },
     checks=(
         Check(
             "url offered when declared",

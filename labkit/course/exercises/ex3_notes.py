@@ -331,6 +331,15 @@ EXERCISE = Exercise(
         "no note outside the requested workspace, or of an unauthorized principal, "
         "should be deleted",
     ),
+    outputs={
+        "ex3-try": (
+            "inside deleted",
+            "moved after the form",
+            "prefix sibling kept",
+            "unauthorized principal",
+            "missing note",
+        ),
+    },
     checks=(
         Check(
             "inside deleted",

@@ -259,6 +259,15 @@ EXERCISE = Exercise(
     notebook="06-ex4-symlink-policy",
     hidden="labkit.grade.hidden.ex4",
     safety=Safety(4, "no path whose real place is outside the root should be returned"),
+    outputs={
+        "try": (
+            "plain file inside",
+            "escapes refused",
+            "file symlink to outside refused",
+            "symlink inside allowed",
+            "directory symlink to outside refused",
+        ),
+    },
     checks=(
         Check(
             "plain file inside",

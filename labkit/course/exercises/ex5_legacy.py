@@ -225,6 +225,15 @@ EXERCISE = Exercise(
     notebook="07-ex5-legacy-adapter",
     hidden="labkit.grade.hidden.ex5",
     safety=Safety(3, "the modern handler's inputRequests map should never be changed"),
+    outputs={
+        "try": (
+            "one form entry",
+            "order and fresh ids",
+            "url entry gets an elicitationId",
+            "input left unchanged",
+            "generated maps",
+        ),
+    },
     checks=(
         Check(
             "one form entry",

@@ -194,6 +194,10 @@ class Exercise:
     notebook: str = ""
     hidden: str = ""
     safety: Safety | None = None
+    # The checked-output cells of the notebook that show the exercise's function at work, by
+    # cell id, each with the checks (public or hidden, by name) that exercise what it shows:
+    # the cell's output point counts only when all of them passed.
+    outputs: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
 
     @property
     def available(self) -> bool:
@@ -330,7 +334,7 @@ class Trial:
         side is given, read back only through the judge's own descriptor."""
         if self._folder is None:
             folder = Folder(self.settings.tmp_parent, self.private())
-            self.defer(lambda: shutil.rmtree(folder.path))
+            self.defer(lambda: _remove(folder.path))
             self.defer(folder.close)
             self._folder = folder
         return self._folder
@@ -470,6 +474,18 @@ class Trial:
 
     def stop(self, outcome: Outcome, detail: str) -> NoReturn:
         raise Stop(outcome, detail)
+
+
+def _remove(folder: Path) -> None:
+    """Remove a check's folder; what cannot be removed is logged and left. The learner's side
+    may still be writing into it (a thread started when the answer cells ran): that must never
+    change the check's outcome, and the grader removes the whole scratch area once the
+    learner's processes are gone."""
+
+    def logged(function: Any, path: str, error: Any) -> None:
+        log.warning("a check folder could not be removed: %s (%s)", path, error[1])
+
+    shutil.rmtree(folder, onerror=logged)
 
 
 def call_bounded(fn: Callable[..., T], args: Sequence[Any], timeout: float) -> tuple[T] | None:
