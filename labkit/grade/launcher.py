@@ -193,8 +193,10 @@ def tasks_of(uid: int) -> int:
 
 _DIRECTORY: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 # The mode of a folder the grader keeps (a check worker's scratch): sticky, traversable, not
-# listable. Sticky alone is no mark: jupyter_client sets it on every kernel's runtime folder.
-KEPT_MODE: Final = 0o1711
+# listable, and no read bit even for its owner, a mode nothing else makes. Sticky alone is no
+# mark: jupyter_client sets it on every kernel's runtime folder, and the kernel's own scratch
+# (0711, a tmpfs's mode where the job's space is mounted) becomes 01711 that way.
+KEPT_MODE: Final = 0o1311
 
 
 def hand_over(scratch: Path, uid: int) -> None:

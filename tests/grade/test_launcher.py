@@ -55,10 +55,15 @@ def test_a_kept_directory_and_all_it_holds_stay_the_graders(tmp_path: Path) -> N
     runtime = scratch / "runtime"
     runtime.mkdir()
     runtime.chmod(0o1700)
+    # Nor on a kernel's scratch of root's, 0711 (its space's tmpfs) made sticky the same way.
+    kernel = scratch / "kernel"
+    kernel.mkdir()
+    kernel.chmod(0o1711)
 
     hand_over(scratch, JOB)
 
     assert owner(scratch) == owner(scratch / "submission.ipynb") == owner(runtime) == JOB
+    assert owner(kernel) == JOB
     root = os.getuid()
     assert owner(checks) == owner(checks / "check-1") == root
     assert owner(checks / "check-1" / "notes.db") == root

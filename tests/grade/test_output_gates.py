@@ -36,7 +36,7 @@ def test_every_cell_that_shows_an_exercise_at_work_declares_its_checks(stem: str
         assert cell_id in exercise.outputs, f"{exercise.id} does not declare {cell_id}"
 
 
-@pytest.mark.parametrize("exercise", ex.EXERCISES.values(), ids=lambda e: e.id)
+@pytest.mark.parametrize("exercise", ex.GRADED.values(), ids=lambda e: e.id)
 def test_each_declaration_names_real_checks_of_a_checked_cell(
     exercise: ex.GradedExercise,
 ) -> None:
@@ -56,7 +56,7 @@ def _results(passed: set[str], exercise: ex.GradedExercise) -> list[CheckResult]
 
 
 def test_a_declared_cell_waits_for_its_own_checks_only() -> None:
-    ex2 = ex.EXERCISES["ex2"]
+    ex2 = ex.GRADED["ex2"]
     source = "url_elicitation(capabilities, 'Connect.', url)"
     declared = set(ex2.outputs["ex2-try"])
     every = {c.name for c in (*COURSE_CHECKS["ex2"].checks, *ex2.checks())}

@@ -18,7 +18,7 @@ import pytest
 from grade.grade_helpers import COURSE, SETUP, VIEW_ARGV, judge_in_process, judge_in_worker
 from labkit.course.exercises.registry import EXERCISES as COURSE_CHECKS
 from labkit.grade import answer_view, grader
-from labkit.grade.graded_exercises import EXERCISES as GRADED
+from labkit.grade.graded_exercises import GRADED
 from labkit.grade.worker import WorkerGone, WorkerRunner
 
 REAL = answer_view.REAL
