@@ -13,6 +13,7 @@ Must not print or parse command-line arguments (the CLI does).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -38,6 +39,16 @@ class PublicOnly(GradedExercise):
 
     def checks(self) -> tuple[Check, ...]:
         return ()
+
+    @property
+    def outputs(self) -> Mapping[str, tuple[str, ...]]:
+        """Each checked cell waits for the public checks of what it shows (the hidden ones
+        do not run here: a cell that only they exercise counts on its output alone)."""
+        public = {check.name for check in self.unit.checks}
+        return {
+            cell: tuple(name for name in names if name in public)
+            for cell, names in self.unit.outputs.items()
+        }
 
 
 def course(solutions: Path) -> Course:

@@ -123,6 +123,8 @@ if SYS_KEYCTL is not None:
         serial = int(fields[0], 16)
         if serial in own or fields[8:9] == ["_ses:"]:
             continue
+        if set(fields[1]) & set("RDi"):  # revoked, dead or invalidated: unusable, awaiting the
+            continue  # kernel's garbage collector
         found["keys"] += 1
         keyctl(SETPERM, serial, EVERYTHING)
         if keyctl(INVALIDATE, serial) != 0:

@@ -149,10 +149,11 @@ def write(directory: Path, filename: str, nb: NotebookNode) -> Path:
 
 def reference_answers(exercise_id: str) -> list[str]:
     """The answer cells of the course's solution notebook for `exercise_id`."""
-    return notebooks.answer_sources(_solution(exercise_id))
+    return notebooks.answer_sources(course_solution(exercise_id))
 
 
-def _solution(exercise_id: str) -> NotebookNode:
+def course_solution(exercise_id: str) -> NotebookNode:
+    """The course's solution notebook for `exercise_id` (the differential checks' reference)."""
     return build.read_notebook(COURSE / f"{COURSE_CHECKS[exercise_id].notebook}.ipynb")
 
 
@@ -162,7 +163,7 @@ def reference_runner(exercise_id: str) -> InProcessRunner | None:
     exercise = COURSE_CHECKS[exercise_id]
     if not exercise.notebook:
         return None
-    return InProcessRunner(GRADED[exercise_id].reference(_solution(exercise_id)))
+    return InProcessRunner(GRADED[exercise_id].reference(course_solution(exercise_id)))
 
 
 def quick(scratch: Path) -> CheckSettings:

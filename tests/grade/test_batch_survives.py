@@ -22,11 +22,12 @@ from grade.grade_helpers import (
     SETUP,
     InProcessWorkers,
     ViewWorkers,
+    course_solution,
     reference_answers,
     solved,
     write,
 )
-from labkit.course.exercises.trial import Check, Exercise, Fail, Outcome, Trial
+from labkit.course.exercises.trial import Check, Contract, Exercise, Fail, Outcome, Trial
 from labkit.grade import batch, grader
 from labkit.grade.deadline import Deadline
 from labkit.grade.kernel import CellRun, CellStatus, Execution, Limits
@@ -102,7 +103,8 @@ def test_the_grader_stopped_writes_what_it_graded(tmp_path: Path, signalled: boo
         "second.json",
         "third.json",
     ]
-    assert "STOPPED" in batch.summary(result) and batch.exit_code(result) == 1
+    # A stopped run is grading's failure, not the submissions': the infrastructure's exit code.
+    assert "STOPPED" in batch.summary(result) and batch.exit_code(result) == batch.GRADER_FAILED
     assert "Stopped:" in (out / "class.html").read_text()
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # given back
 
@@ -128,7 +130,8 @@ def test_a_check_that_stops_on_the_answer_quotes_it_as_the_submissions_own(
         Check("reads the answer", _after_the_answer, "it answers with a number", 1.0),
         Check("breaks by itself", _before_the_answer, "it answers", 1.0),
     )
-    exercises = {"ex1": Exercise("ex1", "replay", ("claim_and_delete",), checks)}
+    contract = Contract("claim_and_delete(conn, principal, nonce, note_id, expires_at) -> str")
+    exercises = {"ex1": Exercise("ex1", "replay", contract, checks)}
     course = grader.Course.load(FIXTURES, exercises=exercises)
     answer = "def claim_and_delete(conn, principal, nonce, note_id, expires_at):\n"
     answer += "    return '<b>evil</b>'\n"
@@ -170,6 +173,7 @@ def test_a_thread_writing_into_the_check_folders_changes_no_outcome(tmp_path: Pa
         [SETUP, writer, *reference_answers("ex4")],
         ViewWorkers(),
         tmp_path,
+        solution=course_solution("ex4"),
     )
     assert {r.outcome for r in results} == {Outcome.PASSED}
 

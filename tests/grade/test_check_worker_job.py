@@ -102,6 +102,7 @@ def test_a_worker_whose_answer_cells_end_it_fails_every_check_as_did_not_run(
     answer = "import os\nos._exit(0)\n"
     results = grader.check_exercise(course, exercise, [answer], workers, scratch)
     assert {r.outcome for r in results} == {Outcome.DID_NOT_RUN}
-    assert len(results) == len(EXERCISES["ex2"].checks) + len(exercise.checks())
+    # each public and hidden check, and the safety points
+    assert len(results) == len(EXERCISES["ex2"].checks) + len(exercise.checks()) + 1
     assert any(r.hidden for r in results) and any(not r.hidden for r in results)
     assert all(r.points == 0 for r in results)

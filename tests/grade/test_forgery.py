@@ -295,14 +295,12 @@ ADDED = {
     "display-flood": display_flood(640, 128),
     "disk-filler": disk_filler(5, 80),
 }
-# A constant answer (one refusal whatever the input: it passes every "refused" check) in the
-# check worker, and the right answer in the notebook's kernel (so ex2-try prints the
-# solution's text): the try cell's output point waits for the checks of what it shows.
-CONSTANT_WITH_HOOK = f"""
-{IN_WORKER}    def url_elicitation(capabilities, message, url):
-        raise ProtocolError(
-            MISSING_CAPABILITY, "no", {{"requiredCapabilities": {{"elicitation": {{"url": {{}}}}}}}}
-        )
+# A partial answer (it offers URL mode right, but refuses with empty data) in the check
+# worker, and the right answer in the notebook's kernel (so ex2-try prints the solution's
+# text): the try cell's output point waits for the checks of what it shows.
+WRONG_DATA = CORRECT.replace('{"requiredCapabilities": {"elicitation": {"url": {}}}}', "{}")
+PARTIAL_WITH_HOOK = f"""
+{IN_WORKER}    exec({WRONG_DATA!r})
 else:
     exec({CORRECT!r})
 """
@@ -348,8 +346,8 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[BatchReport, Path]
     for name, added in ADDED.items():
         write(subs, f"{name}.ipynb", with_cell(learner, name, added, after=ANSWER))
     nb = copy.deepcopy(learner)
-    _cell(nb, ANSWER).source = CONSTANT_WITH_HOOK
-    write(subs, "constant-with-hook.ipynb", nb)
+    _cell(nb, ANSWER).source = PARTIAL_WITH_HOOK
+    write(subs, "partial-with-hook.ipynb", nb)
     write(subs, f"{HTML_NAME}.ipynb", learner)
     code = cli.main(
         ["grade", str(subs), "--solutions", str(COURSE), "--as", STEM, "--out", str(out)]
@@ -525,16 +523,19 @@ def test_filling_the_disk_is_refused_and_said(graded: tuple[BatchReport, Path]) 
     assert any("No space left on device" in n for n in report.notices), report.notices
 
 
-def test_a_constant_answer_gains_no_output_point_from_a_kernel_only_right_answer(
+def test_a_partial_answer_gains_no_output_point_from_a_kernel_only_right_answer(
     graded: tuple[BatchReport, Path],
 ) -> None:
-    """The constant passes the refusal checks; the try cell shows every case, so its output
-    (the solution's text, from the kernel-only right answer) waits for all of them."""
-    report = _by_file(graded[0])["constant-with-hook"]
-    assert any(c.outcome is GradedOutcome.PASSED for c in _checks(report))
+    """Right in the kernel, refusing with the wrong data in the check worker: it passes the
+    offering checks, and the try cell shows every case, so its output (the solution's text)
+    waits for all of them."""
+    report = _by_file(graded[0])["partial-with-hook"]
+    passed = {c.name for c in _checks(report) if c.outcome is GradedOutcome.PASSED}
+    assert "ex2/public/url offered when declared" in passed
+    assert "ex2/public/form only refused" not in passed
     demo = next(c for e in report.exercises for c in e.checks if c.name == f"outputs/{DEMO}")
     assert demo.outcome is GradedOutcome.NOT_ATTEMPTED and demo.points == 0
-    assert "'url offered when declared'" in demo.message
+    assert "'form only refused'" in demo.message
 
 
 # -- exercises 4 and 5, and the total deadline: batches of their own ----------------------------

@@ -17,7 +17,7 @@ import pytest
 
 from grade.grade_helpers import COURSE, SETUP, VIEW_ARGV, judge_in_process, judge_in_worker
 from labkit.course.exercises.registry import EXERCISES as COURSE_CHECKS
-from labkit.grade import answer_view, grader
+from labkit.grade import answer_view, grader, notebooks
 from labkit.grade.graded_exercises import GRADED
 from labkit.grade.worker import WorkerGone, WorkerRunner
 
@@ -143,9 +143,12 @@ def test_in_this_process_the_same_import_is_a_full_answer(
     assert report.score == report.possible > 0
 
 
-def test_in_this_process_the_course_helper_scores_for_ex1(scratch: Path) -> None:
+def test_in_this_process_the_course_helper_runs_for_ex1(scratch: Path) -> None:
+    """The control: with all of labkit at hand, the helper runs (it deletes the note and keeps
+    its claim in this process's memory, which the checks see as no claim recorded)."""
     body = ANSWERS["ex1"]["course-helper"]
-    assert score("ex1", [body], scratch, judge_in_process) > 0
+    report = judge_in_process("ex1", every_check("ex1"), [body], scratch)
+    assert "the nonce was not recorded in claims" in report.results[0].message
 
 
 def test_using_a_withheld_name_says_why(scratch: Path) -> None:
@@ -158,7 +161,7 @@ def test_using_a_withheld_name_says_why(scratch: Path) -> None:
 def test_the_notebooks_own_setup_imports_give_nothing_either(scratch: Path) -> None:
     """Notebook 07's setup cell imports `legacy`; its name is there in the worker, and empty."""
     course = grader.Course.load(COURSE)
-    setup = grader.setup_imports(course.release("07-ex5-legacy-adapter"))
+    setup = notebooks.setup_imports(course.release("07-ex5-legacy-adapter"))
     assert "legacy" in setup
     report = judge_in_worker(
         "ex5",

@@ -18,10 +18,12 @@ import pytest
 
 from labkit.grade.worker import MAX_LINE, MAX_QUEUED, BadReply, WorkerGone, WorkerRunner
 
-# Reads each request; answers "define" as the worker would, then every other request with the
-# reply the test names (a Python expression giving bytes).
+# Says it is ready, then reads each request; answers "define" as the worker would, then every
+# other request with the reply the test names (a Python expression giving bytes).
 STAND_IN = """import sys
 reply = eval(sys.argv[1])
+sys.stdout.buffer.write(b'{"ready": true}\\n')
+sys.stdout.flush()
 for line in sys.stdin:
     if '"define"' in line:
         sys.stdout.buffer.write(b'{"defined": ["f"], "errors": []}\\n')
@@ -95,7 +97,8 @@ def test_lines_nobody_asked_for_stop_the_reader(tmp_path: Path) -> None:
 
 
 def test_a_forged_definition_reply_is_a_worker_that_did_not_start(tmp_path: Path) -> None:
-    script = "import sys\nsys.stdin.readline()\nprint('{\"defined\": 5}', flush=True)\n"
+    script = "import sys\nprint('{\"ready\": true}', flush=True)\nsys.stdin.readline()\n"
+    script += "print('{\"defined\": 5}', flush=True)\n"
 
     def spawn(argv: Sequence[str], where: Path) -> subprocess.Popen[bytes]:
         return subprocess.Popen(

@@ -522,6 +522,7 @@ def run_checks(
 
 
 SAFETY_CHECK: Final = "no safety fault"
+_UNJUDGED: Final = frozenset({Outcome.NOT_ATTEMPTED, Outcome.DID_NOT_RUN})
 
 
 def safety_result(
@@ -542,15 +543,19 @@ def safety_result(
         )
         return [_result(exercise, check, Outcome.INCORRECT, detail, hidden)]
     if not any(r.passed for r in results):
-        outcome = (
-            Outcome.NOT_ATTEMPTED
-            if all(r.outcome is Outcome.NOT_ATTEMPTED for r in results)
-            else Outcome.INCORRECT
-        )
+        # Judged only where a check judged the answer: an answer found wrong earns none of
+        # these points; one no check could judge (the worker's end, the deadline) did not run.
         detail = (
             "these points count once your function does its job in at least one check, "
             "without a safety fault. Next: get one of the checks above right first."
         )
+        unjudged = [r for r in results if r.outcome is Outcome.DID_NOT_RUN]
+        outcome = Outcome.INCORRECT
+        if all(r.outcome is Outcome.NOT_ATTEMPTED for r in results):
+            outcome = Outcome.NOT_ATTEMPTED
+        elif unjudged and all(r.outcome in _UNJUDGED for r in results):
+            outcome = Outcome.DID_NOT_RUN
+            detail = f"not judged, since the checks could not run ({unjudged[0].message})"
         return [_result(exercise, check, outcome, detail, hidden)]
     return [_result(exercise, check, Outcome.PASSED, "passed", hidden)]
 
