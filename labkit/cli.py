@@ -97,6 +97,30 @@ def build_parser() -> argparse.ArgumentParser:
         "--check", action="store_true", help="write nothing; exit 1 when the table is stale"
     )
     table.set_defaults(run=_run_course_table)
+    mutants = course_commands.add_parser(
+        "mutants",
+        help="measure the checks' strength by mutation testing of the reference answers",
+        description="Change each exercise's reference answer (the answer cells of its "
+        "solution notebook) one small edit at a time with mutmut's mutation operators, grade "
+        "every mutant with the exercise's public and hidden checks in check workers, and "
+        "print, per exercise, the share of mutants that lose points (mutants the exercise "
+        "declares equivalent, each with its reason, are left out), then each survivor. Exit "
+        "0 when every exercise reaches 95% and no declared equivalent is stale, 1 otherwise, "
+        "2 on bad input. Needs mutmut (labkit's `test` extra).",
+    )
+    mutants.add_argument(
+        "exercises", nargs="*", metavar="EXERCISE", help="exercise ids (default: every one)"
+    )
+    mutants.add_argument(
+        "--solutions", type=Path, default=Path("solutions"), metavar="DIR", help="(solutions/)"
+    )
+    mutants.add_argument(
+        "--jobs", type=int, default=2, metavar="N", help="mutants graded at once (default: 2)"
+    )
+    mutants.add_argument(
+        "--markdown", type=Path, metavar="FILE", help="also write the table to FILE"
+    )
+    mutants.set_defaults(run=_run_course_mutants)
     package = course_commands.add_parser(
         "package",
         help="package the course for Gradescope or a GitHub Classroom template",
@@ -523,6 +547,54 @@ def _run_course_table(args: argparse.Namespace) -> int:
     args.readme.write_text(current, encoding="utf-8")
     print(f"{args.readme}: exercise table written")
     return 0
+
+
+def _run_course_mutants(args: argparse.Namespace) -> int:
+    from labkit.grade import mutants
+    from labkit.grade.graded_exercises import GRADED
+    from labkit.grade.grader import Course
+
+    unknown = [e for e in args.exercises if e not in GRADED]
+    if unknown:
+        print(
+            f"labkit course mutants: no such exercise: {', '.join(unknown)} "
+            f"(the exercises: {', '.join(GRADED)})",
+            file=sys.stderr,
+        )
+        return 2
+    if args.jobs < 1:
+        print("labkit course mutants: --jobs must be positive", file=sys.stderr)
+        return 2
+    if not args.solutions.is_dir():
+        print(f"labkit course mutants: {args.solutions}: no such folder", file=sys.stderr)
+        return 2
+    chosen = [GRADED[e] for e in args.exercises or GRADED]
+    course = Course.load(args.solutions)
+    missing = [g.id for g in chosen if course.exercise(g).notebook not in course.solutions]
+    if missing:
+        print(
+            f"labkit course mutants: {args.solutions} lacks the solution notebook of "
+            f"{', '.join(missing)}",
+            file=sys.stderr,
+        )
+        return 2
+
+    def step(verdict: mutants.Verdict, done: int, total: int) -> None:
+        if sys.stderr.isatty():
+            print(f"\r{done}/{total} mutants graded", end="", file=sys.stderr, flush=True)
+
+    try:
+        strengths = mutants.measure(course, chosen, jobs=args.jobs, progress=step)
+    except mutants.MutmutMissing as error:
+        print(f"labkit course mutants: {error}", file=sys.stderr)
+        return 2
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    text = mutants.table(strengths)
+    print(text, end="")
+    if args.markdown is not None:
+        args.markdown.write_text(text, encoding="utf-8")
+    return 0 if all(s.holds for s in strengths) else 1
 
 
 def _run_course_build(args: argparse.Namespace) -> int:

@@ -39,9 +39,15 @@ def http_status(code: int) -> int:
 
 
 class ProtocolError(Exception):
-    """A peer-caused failure; becomes a JSON-RPC error object in exactly one place."""
+    """A peer-caused failure; becomes a JSON-RPC error object in exactly one place. JSON-RPC
+    makes the code an integer and the message a string: anything else is refused here, where
+    it is made, rather than sent as an error object no peer can read."""
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:
+        if not isinstance(code, int) or isinstance(code, bool):
+            raise TypeError(f"a JSON-RPC error code is an int, not {type(code).__name__}")
+        if not isinstance(message, str):
+            raise TypeError(f"a JSON-RPC error message is a str, not {type(message).__name__}")
         super().__init__(message)
         self.code = code
         self.message = message

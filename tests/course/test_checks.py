@@ -112,19 +112,27 @@ WRONG = [
         Outcome.INCORRECT,
         "it returned None",
     ),
-    # Comparing the raw strings also lets a stored uri that does not parse through.
+    # Comparing the raw strings also lets a stored uri that does not parse through. These
+    # three have no error path either: a DELETE the database refuses leaves their transaction
+    # open ("an error rolls back").
     (
         "ex3",
         "string_prefix",
-        {"prefix sibling kept", "a uri that does not parse"},
+        {"prefix sibling kept", "a uri that does not parse", "an error rolls back"},
         Outcome.INCORRECT,
         "note-evil is gone",
     ),
-    ("ex3", "no_reauthorization", {"unauthorized principal"}, Outcome.INCORRECT, "note-1 is gone"),
+    (
+        "ex3",
+        "no_reauthorization",
+        {"unauthorized principal", "an error rolls back"},
+        Outcome.INCORRECT,
+        "note-1 is gone",
+    ),
     (
         "ex3",
         "uri_before_transaction",
-        {"moved after the form"},
+        {"moved after the form", "an error rolls back"},
         Outcome.INCORRECT,
         "note-2 is gone",
     ),

@@ -33,6 +33,7 @@ from labkit.course.exercises.trial import (
     Safety,
     Trial,
     not_a_bool_next,
+    sql_in_any_case,
     stub_message,
 )
 
@@ -640,6 +641,31 @@ EXERCISE = Exercise(
     notebook="03-ex1-sqlite-replay-store",
     hidden="labkit.grade.hidden.ex1",
     safety=Safety(4, "no claim should delete a second note, nor a note without its claim"),
+    equivalent_mutants=(
+        *sql_in_any_case(
+            '"INSERT INTO claims (principal, nonce, expires_at) VALUES (?, ?, ?) "',
+            "INSERT INTO claims (principal, nonce, expires_at) VALUES (?, ?, ?) ",
+        ),
+        *sql_in_any_case(
+            '"ON CONFLICT (principal, nonce) DO NOTHING"',
+            "ON CONFLICT (principal, nonce) DO NOTHING",
+        ),
+        *sql_in_any_case(
+            'DELETE_SQL = "DELETE FROM notes WHERE id = ?"', "DELETE FROM notes WHERE id = ?"
+        ),
+        *sql_in_any_case(
+            'conn.execute("BEGIN IMMEDIATE")  # the write lock first: a rival process waits here',
+            "BEGIN IMMEDIATE",
+        ),
+        *sql_in_any_case('conn.execute("COMMIT")', "COMMIT"),
+        *sql_in_any_case(
+            'conn.execute("ROLLBACK")  # a replay, or no such note: the claim is undone too',
+            "ROLLBACK",
+        ),
+        *sql_in_any_case(
+            'conn.execute("ROLLBACK")  # an error never leaves half a claim behind', "ROLLBACK"
+        ),
+    ),
     outputs={
         "ex1-try": (
             "fresh claim",

@@ -19,6 +19,7 @@ from typing import Any
 from labkit.course.exercises.trial import (
     Check,
     Contract,
+    Equivalent,
     Exercise,
     Fail,
     Raised,
@@ -254,6 +255,19 @@ EXERCISE = Exercise(
     notebook="04-ex2-url-mode",
     hidden="labkit.grade.hidden.ex2",
     safety=Safety(3, "no URL-mode entry should be offered to a request that did not declare it"),
+    equivalent_mutants=tuple(
+        Equivalent(
+            '"This tool needs URL-mode elicitation",',
+            f"{text},",
+            "the refusal's message is the learner's own words: the contract fixes its code and "
+            "data, never its text",
+        )
+        for text in (
+            '"XXThis tool needs URL-mode elicitationXX"',
+            '"this tool needs url-mode elicitation"',
+            '"THIS TOOL NEEDS URL-MODE ELICITATION"',
+        )
+    ),
     outputs={
         "ex2-try": (
             "url offered when declared",

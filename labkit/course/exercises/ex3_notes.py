@@ -30,6 +30,7 @@ from labkit.course.exercises.fixtures import (
 from labkit.course.exercises.trial import (
     Check,
     Contract,
+    Equivalent,
     Exercise,
     Fail,
     Raised,
@@ -37,6 +38,7 @@ from labkit.course.exercises.trial import (
     Safety,
     Trial,
     not_a_bool_next,
+    sql_in_any_case,
 )
 
 CONTRACT = "delete_note"
@@ -291,6 +293,51 @@ def missing_note(t: Trial) -> Fail | None:
     )
 
 
+# A note inside the workspace whose DELETE the database refuses (a trigger raises): the error
+# comes in the middle of the learner's transaction, after BEGIN and the checks.
+HELD = ("note-held", "file:///work/notes/held.md", "A note the database keeps")
+HOLD = (
+    "CREATE TRIGGER hold_note BEFORE DELETE ON notes WHEN old.id = 'note-held' "
+    "BEGIN SELECT RAISE(ABORT, 'note-held cannot be deleted now'); END"
+)
+
+
+def _held(conn: sqlite3.Connection) -> None:
+    build_notes((*NOTES, HELD))(conn)
+    conn.execute(HOLD)
+
+
+def error_mid_way(t: Trial) -> Fail | None:
+    path = t.folder().place_db(DB, _held)
+    conn = SqliteConnection(str(path), key="held", lock_timeout=t.settings.lock_timeout)
+    expected = (
+        "alice deleting note-held, whose DELETE the database refuses with an error, should "
+        "end the transaction (ROLLBACK) and keep every note, whether the error is raised on "
+        "or False is returned"
+    )
+    outcome = t.attempt(CONTRACT, conn, AUTHORIZER, "alice", WORKSPACE_URI, "note-held")
+    if t.in_transaction(conn.key):
+        return Fail(
+            expected,
+            "its transaction was left open after the database's error",
+            "every path ends the transaction, an exception's too: ROLLBACK in an except "
+            "clause (then raise again), or open the transaction with a context manager that "
+            "rolls back on an error",
+        )
+    if not isinstance(outcome, Raised) and outcome.value is not False:
+        return Fail(
+            expected,
+            f"it returned {outcome.value!r}",
+            not_a_bool_next(outcome.value)
+            or "a DELETE that fails deleted nothing: ROLLBACK, then raise the error again "
+            "(or return False)",
+        )
+    lost = sorted((ALL_IDS | {"note-held"}) - _ids(t, path))
+    if lost:
+        return Fail(expected, f"{', '.join(lost)} went missing", "ROLLBACK undoes the claim")
+    return _acceptance(t)
+
+
 HINTS = (
     "Treat everything you were told before the transaction as a claim to verify: who is asking, "
     "which workspace, and where the note is now. Verify all of it after BEGIN IMMEDIATE.",
@@ -330,6 +377,28 @@ EXERCISE = Exercise(
         4,
         "no note outside the requested workspace, or of an unauthorized principal, "
         "should be deleted",
+    ),
+    equivalent_mutants=(
+        *sql_in_any_case(
+            'conn.execute("BEGIN IMMEDIATE")  '
+            "# from here on, nobody else can move or delete the note",
+            "BEGIN IMMEDIATE",
+        ),
+        *sql_in_any_case(
+            'row = conn.execute("SELECT uri FROM notes WHERE id = ?", (note_id,)).fetchone()',
+            "SELECT uri FROM notes WHERE id = ?",
+        ),
+        *sql_in_any_case('conn.execute("ROLLBACK")', "ROLLBACK"),
+        *sql_in_any_case(
+            'conn.execute("DELETE FROM notes WHERE id = ?", (note_id,))',
+            "DELETE FROM notes WHERE id = ?",
+        ),
+        *sql_in_any_case('conn.execute("COMMIT")', "COMMIT"),
+        Equivalent(
+            "inside = False  # a URI that does not parse is never inside",
+            "inside = None  # a URI that does not parse is never inside",
+            "`inside` is only read by `if not inside`, where None and False both refuse",
+        ),
     ),
     outputs={
         "ex3-try": (
@@ -378,6 +447,12 @@ EXERCISE = Exercise(
             requested_workspace,
             "a note outside the requested workspace, though inside the root, should be kept",
             rules=("requested-workspace",),
+        ),
+        Check(
+            "an error rolls back",
+            error_mid_way,
+            "a DELETE the database refuses with an error should leave no transaction open",
+            rules=("every-path-ends",),
         ),
         Check(
             "missing note",

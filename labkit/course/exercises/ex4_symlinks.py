@@ -21,6 +21,7 @@ from labkit.course.exercises.fixtures import SymlinkTree, make_symlink_tree
 from labkit.course.exercises.trial import (
     Check,
     Contract,
+    Equivalent,
     Exercise,
     Fail,
     Raised,
@@ -259,6 +260,29 @@ EXERCISE = Exercise(
     notebook="06-ex4-symlink-policy",
     hidden="labkit.grade.hidden.ex4",
     safety=Safety(4, "no path whose real place is outside the root should be returned"),
+    equivalent_mutants=(
+        *(
+            Equivalent(
+                f'raise PermissionError(f"{text}")',
+                "raise PermissionError(None)",
+                "the refusal's message is the learner's own words: the contract fixes the "
+                "exception's type, never its text",
+            )
+            for text in (
+                "{relative!r} is an absolute path",
+                "{relative!r} resolves outside the root",
+            )
+        ),
+        *(
+            Equivalent(
+                "real_root = root.resolve(strict=True)",
+                f"real_root = root.resolve(strict={strict})",
+                "the root is an existing directory (the contract's domain), which resolves to "
+                "the same path whether missing parts would be an error or not",
+            )
+            for strict in ("False", "None")
+        ),
+    ),
     outputs={
         "try": (
             "plain file inside",

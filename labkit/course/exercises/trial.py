@@ -44,7 +44,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, NoReturn, Protocol, TypeVar
 
 from labkit.course.exercises.calls import (
     Answer,
@@ -176,6 +176,28 @@ class Safety:
 
 
 @dataclass(frozen=True)
+class Equivalent:
+    """A change to the reference answer that no check can catch because no caller can observe
+    it (a message nobody reads, a bound never reached): the line as the reference has it
+    (`was`), as the mutant has it (`becomes`), and why the two behave the same. Mutation
+    testing (`labkit course mutants`) leaves these out of the checks' strength."""
+
+    was: str
+    becomes: str
+    why: str
+
+
+SQL_ANY_CASE: Final = "SQLite reads keywords and table and column names the same in any case"
+
+
+def sql_in_any_case(line: str, sql: str) -> tuple[Equivalent, ...]:
+    """The mutants that spell the SQL text `sql` of the reference's `line` in lower or in
+    upper case: equivalent (`SQL_ANY_CASE`)."""
+    spellings = {sql.lower(), sql.upper()} - {sql}
+    return tuple(Equivalent(line, line.replace(sql, s), SQL_ANY_CASE) for s in sorted(spellings))
+
+
+@dataclass(frozen=True)
 class Exercise:
     """An exercise, declared once: its id, title, the solution notebook that holds its task and
     reference answer (`notebook`, a stem of solutions/), its contract, public checks, the
@@ -198,6 +220,8 @@ class Exercise:
     # cell id, each with the checks (public or hidden, by name) that exercise what it shows:
     # the cell's output point counts only when all of them passed.
     outputs: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
+    # Mutants of the reference answer that change nothing observable, each argued (`Equivalent`).
+    equivalent_mutants: tuple[Equivalent, ...] = ()
 
     @property
     def available(self) -> bool:
