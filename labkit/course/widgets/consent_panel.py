@@ -22,7 +22,7 @@ from urllib.parse import SplitResult, urlsplit
 
 import ipywidgets as widgets
 
-from labkit.course.widgets.elicitation_form import Answer, OneAnswer
+from labkit.course.widgets.elicitation_form import ElicitationResult, OneAnswer
 
 Opener = Callable[[str], object]
 
@@ -164,7 +164,7 @@ class UrlConsent(OneAnswer, widgets.VBox):  # type: ignore[misc]
         self.continue_button.disabled = False
         self.status.value = html.escape(OPENED)
 
-    def accept(self) -> Answer:
+    def accept(self) -> ElicitationResult:
         """Continue was clicked (the page is opened first if it was not): answer `accept`,
         which tells the server only that the user agreed to open the page."""
         if self.answer is not None:
