@@ -3,9 +3,10 @@
 
 Owns: `Host` (the non-blocking `begin`/`resume` steps, the `call_tool` loop over them, the
 transcript of the last call and its text rendering), `Pending`, the errors a caller sees
-(`McpError` for a JSON-RPC error, `TransportError` below it, `TooManyRounds`), and the three
-channels a host talks through: in process (`Server.handle`), a `labkit serve` subprocess over
-stdio, and Streamable HTTP (stdlib `urllib`). Every message is built by `labkit.messages`.
+(`McpError`, the `ProtocolError` a server answered; `TransportError` below it; `TooManyRounds`),
+and the three channels a host talks through: in process (`Server.handle`), a `labkit serve`
+subprocess over stdio, and Streamable HTTP (stdlib `urllib`). Every message is built by
+`labkit.messages`.
 Collaborators are injected (the channel, the id source, an observer), never patched.
 Must not import the course toolkit or a widget toolkit: it sits below the course (the
 walkthrough of `labkit demo` uses it without the course), and forms are rendered by the course's
@@ -47,14 +48,12 @@ Observer = Callable[[dict[str, Any]], None]
 # -- what a caller sees ----------------------------------------------------------------------
 
 
-class McpError(Exception):
-    """A JSON-RPC error the server answered: `code`, `message` and `data` as on the wire."""
+class McpError(ProtocolError):
+    """A JSON-RPC error the server answered: the protocol's one error value (`code`, `message`
+    and `data` as on the wire), raised on the client's side. Shown as "code message"."""
 
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(f"{code} {message}")
-        self.code = code
-        self.message = message
-        self.data = data
+    def __str__(self) -> str:
+        return f"{self.code} {self.message}"
 
     def __repr__(self) -> str:
         return f"McpError({self.code}, {self.message!r}, data={self.data!r})"

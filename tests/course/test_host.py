@@ -21,6 +21,7 @@ from labkit import messages
 from labkit.client import render_message
 from labkit.conformance import AnonymousAuthenticator, conformance_server
 from labkit.course import Host, McpError, Pending, TooManyRounds, TransportError
+from labkit.errors import ProtocolError
 from labkit.server import Request, Server
 from labkit.state import KeyRing
 from labkit.transports.envelope import decode_header_value, encode_header_value
@@ -147,6 +148,20 @@ def test_a_json_rpc_error_is_raised_with_code_message_and_data(lab: Lab) -> None
     assert "form elicitation" in raised.value.message
     checked_pairs(host)
     assert "note-14" in lab.ids()
+
+
+def test_the_client_raises_the_protocol_s_one_error_type(lab: Lab) -> None:
+    """`McpError` is the `ProtocolError` a server answered: one value (code, message, data)
+    on both sides, shown as "code message" by the client, and back on the wire unchanged."""
+    host = Host.in_process(lab.server, capabilities={})
+    with pytest.raises(ProtocolError) as raised:
+        host.call_tool(TOOL, TPS, answer=choose("note-14"))
+    error = raised.value
+    assert type(error) is McpError
+    assert str(error) == f"-32021 {error.message}"
+    assert repr(error).startswith("McpError(-32021, ")
+    wire = host.transcript[-1]["error"]
+    assert error.to_wire() == wire and error.to_wire()["code"] == -32021
 
 
 def test_an_unsupported_version_is_raised_with_its_data(lab: Lab) -> None:
