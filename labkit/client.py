@@ -38,7 +38,7 @@ DEFAULT_MAX_ROUNDS: Final = 8
 DEFAULT_HTTP_TIMEOUT_SECONDS: Final = 30.0
 CLIENT_NAME: Final = "labkit-host"
 
-IdSource = Callable[[], RequestId]
+RequestIdSource = Callable[[], RequestId]
 Answerer = Callable[[str, dict[str, Any]], dict[str, Any]]
 """`answer(key, params) -> elicitation result`, asked once per `inputRequests` entry."""
 Observer = Callable[[dict[str, Any]], None]
@@ -266,7 +266,7 @@ class Host:
         *,
         capabilities: Mapping[str, Any] | None = None,
         protocol_version: str = PROTOCOL_VERSION,
-        ids: IdSource | None = None,
+        ids: RequestIdSource | None = None,
         observer: Observer | None = None,
         max_rounds: int = DEFAULT_MAX_ROUNDS,
     ) -> None:
@@ -278,7 +278,7 @@ class Host:
         )
         self.protocol_version = protocol_version
         self.client_info = messages.client_info(CLIENT_NAME, __version__)
-        self.ids: IdSource = ids if ids is not None else itertools.count(1).__next__
+        self.ids: RequestIdSource = ids if ids is not None else itertools.count(1).__next__
         self.observer = observer
         self.max_rounds = max_rounds
         self.transcript: list[dict[str, Any]] = []
@@ -293,7 +293,7 @@ class Host:
         *,
         capabilities: Mapping[str, Any] | None = None,
         protocol_version: str = PROTOCOL_VERSION,
-        ids: IdSource | None = None,
+        ids: RequestIdSource | None = None,
         observer: Observer | None = None,
         max_rounds: int = DEFAULT_MAX_ROUNDS,
     ) -> Host:
@@ -314,7 +314,7 @@ class Host:
         stderr: int | IO[Any] | None = None,
         capabilities: Mapping[str, Any] | None = None,
         protocol_version: str = PROTOCOL_VERSION,
-        ids: IdSource | None = None,
+        ids: RequestIdSource | None = None,
         observer: Observer | None = None,
         max_rounds: int = DEFAULT_MAX_ROUNDS,
     ) -> Host:
@@ -338,7 +338,7 @@ class Host:
         timeout_seconds: float = DEFAULT_HTTP_TIMEOUT_SECONDS,
         capabilities: Mapping[str, Any] | None = None,
         protocol_version: str = PROTOCOL_VERSION,
-        ids: IdSource | None = None,
+        ids: RequestIdSource | None = None,
         observer: Observer | None = None,
         max_rounds: int = DEFAULT_MAX_ROUNDS,
     ) -> Host:

@@ -25,7 +25,7 @@ from labkit.auth import TokenAuthenticator
 from labkit.clock import Clock, system_clock
 from labkit.deployment import create_server
 from labkit.legacy import LegacyLimits
-from labkit.sandbox import Mode as SandboxMode
+from labkit.sandbox import SandboxMode
 from labkit.scope import AllowlistAuthorizer, ScopeError, parse_file_uri
 from labkit.server import Server
 from labkit.state import KeyRing, key_problem, parse_key_file

@@ -35,7 +35,7 @@ from labkit.transports.limits import (
 if TYPE_CHECKING:
     from labkit.auth import Authenticator
     from labkit.legacy import LegacyLimits
-    from labkit.sandbox import Mode as SandboxMode
+    from labkit.sandbox import SandboxMode
     from labkit.server import Server
     from labkit.stores.sweeper import PendingSweeper
     from labkit.url_mode import ConsentService

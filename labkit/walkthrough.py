@@ -85,7 +85,7 @@ class Walkthrough:
             return error
         raise AssertionError("the server accepted what it should refuse")
 
-    def checkpoint(self, number: int, title: str, step: Step) -> None:
+    def checkpoint(self, number: int, title: str, step: CheckpointStep) -> None:
         print(f"\n[{number:2d}] {title}", file=self.out)
         try:
             ok = bool(step(self))
@@ -280,8 +280,8 @@ def notification(w: Walkthrough) -> bool:
     return response is None and w.notes.get("note-7") is not None
 
 
-Step = Callable[[Walkthrough], bool]
-CHECKPOINTS: list[tuple[int, str, Step]] = [
+CheckpointStep = Callable[[Walkthrough], bool]
+CHECKPOINTS: list[tuple[int, str, CheckpointStep]] = [
     (1, "Discovery advertises tools and no Roots", discovery),
     (
         2,
