@@ -6,6 +6,7 @@ and `ConfigError`, whose message names the key path and the problem, e.g.
 `principals[1].workspaces[0]: must start with file:/// or file://localhost/`.
 
 Reads files only in `load_config` (the TOML file and the key files), once at start.
+Must not import the course toolkit or the grader.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ Owns: the checkpoint table (number, title, step) and the steps. Each step talks 
 through the client (`labkit.client.Host`, in process), the one client-side MRTR loop of the
 project; the host's observer prints every message compactly, and PASS or FAIL is
 computed from what actually came back and what actually happened to the notes.
+Must not import the course toolkit or the grader.
 """
 
 from __future__ import annotations

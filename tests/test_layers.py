@@ -1,6 +1,7 @@
-"""The dependency direction, enforced: what module docstrings say a module must not import, the
-floors of the package, no import circle, notebooks on the public surface only, and the layout
-table of docs/layout.md against the tree.
+"""The dependency direction, enforced: what module docstrings say a module must not import
+(and that every module docstring states such a rule), the floors of the package, no import
+circle, notebooks on the public surface only, the layout table of docs/layout.md against the
+tree, and one name per idea (module files, type names, public method names).
 
 Read with `ast` (nothing is imported to check it), following labkit's own imports transitively,
 so a core module cannot reach a transport through a module in between. Two sources of rules:
@@ -67,6 +68,7 @@ PHRASES: dict[str, tuple[str, ...]] = {
     "the report models": ("labkit.grade.report",),
     "the kernel runner": ("labkit.grade.kernel",),
     "the hidden checks": ("labkit.grade.hidden",),
+    "the command line": ("labkit.cli",),
     "anything that does I/O": (
         "socket",
         "subprocess",
@@ -84,6 +86,7 @@ IMPORTERS: dict[str, tuple[str, ...]] = {
     "the protocol core": CORE,
     "a transport": ("labkit.transports",),
     "a store": ("labkit.stores",),
+    "another labkit module": ("labkit",),
 }
 
 _MUST_NOT = re.compile(r"Must not import ([^.:;]+)")
@@ -187,6 +190,17 @@ def docstring_rules(
     return rules
 
 
+def modules_without_a_rule(modules: dict[str, Path] = MODULES) -> list[str]:
+    """The modules whose docstring states no import rule: none that `docstring_rules` reads
+    as the module's own, and no "Must not be imported by ..." about it."""
+    stated = {name for name, _, _ in docstring_rules(modules)}
+    for name, path in modules.items():
+        doc = " ".join((ast.get_docstring(ast.parse(path.read_text())) or "").split())
+        if _NOT_IMPORTED_BY.search(doc):
+            stated.add(name)
+    return sorted(set(modules) - stated)
+
+
 def _violations_of_rule(
     name: str, forbidden: tuple[str, ...], modules: dict[str, Path] = MODULES
 ) -> list[str]:
@@ -225,6 +239,25 @@ def test_the_docstrings_state_rules() -> None:
         "labkit.wire",
     } <= stated
     assert any(name.startswith("labkit.transports") for name in stated), "course rule"
+
+
+def test_every_module_docstring_states_an_import_rule() -> None:
+    """Each module says what it may import ("Imports only ...", "Imports nothing ...",
+    "Must not import ...") or who may not import it ("Must not be imported by ...")."""
+    assert modules_without_a_rule() == []
+
+
+def test_control_a_module_stating_no_rule_is_found(tmp_path: Path) -> None:
+    modules = _fake_package(
+        tmp_path,
+        {
+            "labkit.silent": '"""Owns x; says nothing about imports."""\n',
+            "labkit.low": '"""Owns y.\n\nImports nothing from labkit.\n"""\n',
+            "labkit.top": '"""Owns z. Must not be imported by a store."""\n',
+            "labkit.stores": '"""Stores. Must not import a transport."""\n',
+        },
+    )
+    assert modules_without_a_rule(modules) == ["labkit.silent"]
 
 
 @pytest.mark.parametrize(

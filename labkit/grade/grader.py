@@ -42,6 +42,7 @@ Collaborators are injected: the kernel runner (anything with `run(scratch, sourc
 the check workers (`Workers`), the clock and the scratch root.
 
 Must not print or parse command-line arguments (the batch and the CLI do).
+Must not import the command line.
 """
 
 from __future__ import annotations

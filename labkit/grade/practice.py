@@ -9,6 +9,7 @@ removed afterwards. Its text says "practice score, not a grade" and nothing is w
 asked (`out`: the JSON report and the feedback file).
 
 Must not print or parse command-line arguments (the CLI does).
+Must not import the command line.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ Owns: the row encoding of `Note.path`, `Note.identity` and a pending claim (`pen
 the final (Python) decision of `find`, the PostgreSQL schema-name rule and default
 (configuration checks the same ones), and the per-thread connection bookkeeping
 (`ThreadConnections`). No database driver: a backend says how to open its connections.
+Must not import a transport, the course toolkit or the grader.
 """
 
 from __future__ import annotations

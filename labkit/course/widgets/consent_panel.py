@@ -10,6 +10,7 @@ its own records on the retry). Open hands the URL to the opener and nothing more
 pressed once the user is done on the page, sends `accept` (at 2026-07-28 the client learns the
 outcome only by retrying). An opener that returns a widget (the course's in-notebook consent
 page) has it shown under the panel. Nothing in the protocol core may import this module.
+Must not import the grader.
 """
 
 from __future__ import annotations

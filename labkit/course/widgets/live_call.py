@@ -15,6 +15,7 @@ panels work again for the same `requestState`.
 Does not own the protocol: the host builds requests, keeps `requestState` byte-exact and
 retries with a new id (docs/LESSON.md section 4). Nothing in the protocol core may import
 this module.
+Must not import the grader.
 """
 
 from __future__ import annotations
