@@ -5,6 +5,7 @@ credentials. Tokens live in configuration only as SHA-256 hashes, so a leaked co
 not hand out working credentials. Pure module: no I/O; the HTTP transport calls it once per
 request, before reading the body. `clientInfo` never reaches this module: it is self-declared
 and identifies nobody (docs/LESSON.md section 3).
+Imports nothing from labkit.
 """
 
 from __future__ import annotations

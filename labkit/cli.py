@@ -1,5 +1,7 @@
 """The `labkit` command line: `labkit demo`, `labkit serve`, `labkit course`, `labkit grade`,
-`labkit check` (a learner's practice score)."""
+`labkit check` (a learner's practice score).
+Must not be imported by another labkit module.
+"""
 
 from __future__ import annotations
 

@@ -3,9 +3,10 @@
 
 Owns: `Host` (the non-blocking `begin`/`resume` steps, the `call_tool` loop over them, the
 transcript of the last call and its text rendering), `Pending`, the errors a caller sees
-(`McpError` for a JSON-RPC error, `TransportError` below it, `TooManyRounds`), and the three
-channels a host talks through: in process (`Server.handle`), a `labkit serve` subprocess over
-stdio, and Streamable HTTP (stdlib `urllib`). Every message is built by `labkit.messages`.
+(`McpError`, the `ProtocolError` a server answered; `TransportError` below it; `TooManyRounds`),
+and the three channels a host talks through: in process (`Server.handle`), a `labkit serve`
+subprocess over stdio, and Streamable HTTP (stdlib `urllib`). Every message is built by
+`labkit.messages`.
 Collaborators are injected (the channel, the id source, an observer), never patched.
 Must not import the course toolkit or a widget toolkit: it sits below the course (the
 walkthrough of `labkit demo` uses it without the course), and forms are rendered by the course's
@@ -37,7 +38,7 @@ DEFAULT_MAX_ROUNDS: Final = 8
 DEFAULT_HTTP_TIMEOUT_SECONDS: Final = 30.0
 CLIENT_NAME: Final = "labkit-host"
 
-IdSource = Callable[[], RequestId]
+RequestIdSource = Callable[[], RequestId]
 Answerer = Callable[[str, dict[str, Any]], dict[str, Any]]
 """`answer(key, params) -> elicitation result`, asked once per `inputRequests` entry."""
 Observer = Callable[[dict[str, Any]], None]
@@ -47,17 +48,27 @@ Observer = Callable[[dict[str, Any]], None]
 # -- what a caller sees ----------------------------------------------------------------------
 
 
-class McpError(Exception):
-    """A JSON-RPC error the server answered: `code`, `message` and `data` as on the wire."""
+class McpError(ProtocolError):
+    """A JSON-RPC error the server answered: the protocol's one error value (`code`, `message`
+    and `data` as on the wire), raised on the client's side. Shown as "code message"."""
 
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(f"{code} {message}")
-        self.code = code
-        self.message = message
-        self.data = data
+    def __str__(self) -> str:
+        return f"{self.code} {self.message}"
 
     def __repr__(self) -> str:
         return f"McpError({self.code}, {self.message!r}, data={self.data!r})"
+
+
+def _error_object(error: Any) -> bool:
+    """Whether `error` is a JSON-RPC error object: an integer code and a string message."""
+    if not isinstance(error, dict):
+        return False
+    code = error.get("code")
+    return (
+        isinstance(code, int)
+        and not isinstance(code, bool)
+        and isinstance(error.get("message"), str)
+    )
 
 
 class TransportError(Exception):
@@ -267,7 +278,7 @@ class Host:
         *,
         capabilities: Mapping[str, Any] | None = None,
         protocol_version: str = PROTOCOL_VERSION,
-        ids: IdSource | None = None,
+        ids: RequestIdSource | None = None,
         observer: Observer | None = None,
         max_rounds: int = DEFAULT_MAX_ROUNDS,
     ) -> None:
@@ -279,7 +290,7 @@ class Host:
         )
         self.protocol_version = protocol_version
         self.client_info = messages.client_info(CLIENT_NAME, __version__)
-        self.ids: IdSource = ids if ids is not None else itertools.count(1).__next__
+        self.ids: RequestIdSource = ids if ids is not None else itertools.count(1).__next__
         self.observer = observer
         self.max_rounds = max_rounds
         self.transcript: list[dict[str, Any]] = []
@@ -294,7 +305,7 @@ class Host:
         *,
         capabilities: Mapping[str, Any] | None = None,
         protocol_version: str = PROTOCOL_VERSION,
-        ids: IdSource | None = None,
+        ids: RequestIdSource | None = None,
         observer: Observer | None = None,
         max_rounds: int = DEFAULT_MAX_ROUNDS,
     ) -> Host:
@@ -315,7 +326,7 @@ class Host:
         stderr: int | IO[Any] | None = None,
         capabilities: Mapping[str, Any] | None = None,
         protocol_version: str = PROTOCOL_VERSION,
-        ids: IdSource | None = None,
+        ids: RequestIdSource | None = None,
         observer: Observer | None = None,
         max_rounds: int = DEFAULT_MAX_ROUNDS,
     ) -> Host:
@@ -339,7 +350,7 @@ class Host:
         timeout_seconds: float = DEFAULT_HTTP_TIMEOUT_SECONDS,
         capabilities: Mapping[str, Any] | None = None,
         protocol_version: str = PROTOCOL_VERSION,
-        ids: IdSource | None = None,
+        ids: RequestIdSource | None = None,
         observer: Observer | None = None,
         max_rounds: int = DEFAULT_MAX_ROUNDS,
     ) -> Host:
@@ -394,7 +405,9 @@ class Host:
             raise TransportError(f"response id {response['id']!r} != {message['id']!r}")
         if "error" in response:
             error = response["error"]
-            raise McpError(error.get("code", 0), str(error.get("message", "")), error.get("data"))
+            if not _error_object(error):
+                raise TransportError(f"a malformed JSON-RPC error object: {error!r:.200}")
+            raise McpError(error["code"], error["message"], error.get("data"))
         result: dict[str, Any] = response["result"]
         return result
 

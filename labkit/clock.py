@@ -1,4 +1,7 @@
-"""Time as an injected collaborator: the core never reads the wall clock itself."""
+"""Time as an injected collaborator: the core never reads the wall clock itself.
+
+Imports nothing from labkit.
+"""
 
 from __future__ import annotations
 

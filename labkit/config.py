@@ -6,6 +6,7 @@ and `ConfigError`, whose message names the key path and the problem, e.g.
 `principals[1].workspaces[0]: must start with file:/// or file://localhost/`.
 
 Reads files only in `load_config` (the TOML file and the key files), once at start.
+Must not import the course toolkit or the grader.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from labkit.auth import TokenAuthenticator
 from labkit.clock import Clock, system_clock
 from labkit.deployment import create_server
 from labkit.legacy import LegacyLimits
-from labkit.sandbox import Mode as SandboxMode
+from labkit.sandbox import SandboxMode
 from labkit.scope import AllowlistAuthorizer, ScopeError, parse_file_uri
 from labkit.server import Server
 from labkit.state import KeyRing, key_problem, parse_key_file

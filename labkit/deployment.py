@@ -3,6 +3,7 @@
 Owns: `create_server` (production defaults for everything but the secret key ring) and
 `demo_deployment` (principals alice and mallory, the TPS reports, an ephemeral key).
 `notes_export` is registered when a consent service is given (its page must be served).
+Must not import a transport, the course toolkit or the grader.
 """
 
 from __future__ import annotations

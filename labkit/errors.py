@@ -1,6 +1,7 @@
 """JSON-RPC and MCP error codes, and the one exception handlers raise.
 
-Owns: the error code table, the code -> HTTP status table, `ProtocolError`.
+Owns: the error code table, the code -> HTTP status table, `ProtocolError` (the one type of a
+JSON-RPC error, on either side).
 Imports nothing from labkit: everything else sits above this module.
 """
 
@@ -39,7 +40,9 @@ def http_status(code: int) -> int:
 
 
 class ProtocolError(Exception):
-    """A peer-caused failure; becomes a JSON-RPC error object in exactly one place. JSON-RPC
+    """A JSON-RPC error: `code`, `message` and `data` as on the wire. A handler raises it for
+    a peer-caused failure, which becomes the error object in exactly one place; the client
+    raises its subclass `labkit.client.McpError` for an error a server answered. JSON-RPC
     makes the code an integer and the message a string: anything else is refused here, where
     it is made, rather than sent as an error object no peer can read."""
 

@@ -4,6 +4,7 @@ Owns: building single-select fields, checking that a schema is a valid flat form
 validating `content` against the schema that was asked (docs/protocol.md, "Elicitation params").
 Pure module. The widget renderer and the tool both use it, so a form is validated the same
 way on both sides.
+Imports nothing from labkit.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ Owns: the descriptor, argument and capability checks, the first round (candidate
 signed state) and the retry (verify state, validate the answer, re-authorize, re-check the live
 note, claim and delete atomically). Pure: stores, authorizer, signer and nonce source are
 injected. Every state failure answers one fixed -32602 message; the reason goes to the log.
+Must not import a transport, the course toolkit or the grader.
 """
 
 from __future__ import annotations

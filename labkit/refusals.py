@@ -6,6 +6,7 @@ since the last line. A client that hits a limit in a loop (an attacker's huge he
 replay store) must not turn into a line per request, and an operator still sees that the limit
 is hit and how often. Standard library only, so the transports and the tools can both use it;
 the clock is injected.
+Imports nothing from labkit.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from landlockpy import AccessFS, AccessNet, LandlockError
 
 log = logging.getLogger("labkit.sandbox")
 
-Mode = Literal["required", "best_effort", "off"]
+SandboxMode = Literal["required", "best_effort", "off"]
 MODES: Final = ("required", "best_effort", "off")
 
 READ_ONLY: Final = AccessFS.READ_FILE | AccessFS.READ_DIR | AccessFS.EXECUTE
@@ -129,7 +129,7 @@ def thread_count() -> int:
 
 
 def apply_sandbox(
-    mode: Mode,
+    mode: SandboxMode,
     *,
     read_write: Sequence[str],
     read_only: Sequence[str] = (),
@@ -193,7 +193,7 @@ def _allow(ruleset: landlockpy.Ruleset, path: str, access: AccessFS) -> None:
     ruleset.allow_path(path, access if os.path.isdir(path) else access & _FILE_RIGHTS)
 
 
-def _unavailable(mode: Mode, abi: int, threads: int, reason: str) -> SandboxReport:
+def _unavailable(mode: SandboxMode, abi: int, threads: int, reason: str) -> SandboxReport:
     if mode == "required":
         log.error("sandbox required but not applied (Landlock ABI %d): %s", abi, reason)
         raise SandboxUnavailable(reason)

@@ -4,6 +4,7 @@ authorization (layers 1 and 2 of the lesson's three-layer rule).
 Pure module: no I/O. It never lets `urllib`, `pathlib` or a URL model see the URI first,
 because they silently rewrite `%2e%2e`, strip control characters and drop `?query#fragment`
 (docs/security.md, "Parse workspace URIs strictly"). A URI is rejected, never repaired.
+Imports nothing from labkit.
 """
 
 from __future__ import annotations

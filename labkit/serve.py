@@ -7,6 +7,7 @@ and exit codes: 0 after a clean stop (EOF, SIGINT, SIGTERM), 1 when the environm
 configuration or usage, with one line on stderr naming the problem.
 
 Heavy imports (uvicorn, starlette) happen in `run`, so building the CLI parser stays cheap.
+Must not import the course toolkit or the grader.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from labkit.transports.limits import (
 if TYPE_CHECKING:
     from labkit.auth import Authenticator
     from labkit.legacy import LegacyLimits
-    from labkit.sandbox import Mode as SandboxMode
+    from labkit.sandbox import SandboxMode
     from labkit.server import Server
     from labkit.stores.sweeper import PendingSweeper
     from labkit.url_mode import ConsentService

@@ -9,6 +9,7 @@ Token: `lk1.<key id>.<payload>.<mac>` where payload is base64url of the claims a
 (orjson, not canonical: the MAC covers the token text as sent, so no canonical form is needed)
 and mac is base64url(HMAC-SHA256(key, "lk1.<key id>.<payload>")). Every changed byte of the
 token is rejected, including the spare bits of a base64 character.
+Must not import a transport, the course toolkit or the grader.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ Owns: the checkpoint table (number, title, step) and the steps. Each step talks 
 through the client (`labkit.client.Host`, in process), the one client-side MRTR loop of the
 project; the host's observer prints every message compactly, and PASS or FAIL is
 computed from what actually came back and what actually happened to the notes.
+Must not import the course toolkit or the grader.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ class Walkthrough:
             return error
         raise AssertionError("the server accepted what it should refuse")
 
-    def checkpoint(self, number: int, title: str, step: Step) -> None:
+    def checkpoint(self, number: int, title: str, step: CheckpointStep) -> None:
         print(f"\n[{number:2d}] {title}", file=self.out)
         try:
             ok = bool(step(self))
@@ -280,8 +281,8 @@ def notification(w: Walkthrough) -> bool:
     return response is None and w.notes.get("note-7") is not None
 
 
-Step = Callable[[Walkthrough], bool]
-CHECKPOINTS: list[tuple[int, str, Step]] = [
+CheckpointStep = Callable[[Walkthrough], bool]
+CHECKPOINTS: list[tuple[int, str, CheckpointStep]] = [
     (1, "Discovery advertises tools and no Roots", discovery),
     (
         2,

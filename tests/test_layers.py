@@ -1,6 +1,7 @@
-"""The dependency direction, enforced: what module docstrings say a module must not import, the
-floors of the package, no import circle, notebooks on the public surface only, and the layout
-table of docs/layout.md against the tree.
+"""The dependency direction, enforced: what module docstrings say a module must not import
+(and that every module docstring states such a rule), the floors of the package, no import
+circle, notebooks on the public surface only, the layout table of docs/layout.md against the
+tree, and one name per idea (module files, type names, public method names).
 
 Read with `ast` (nothing is imported to check it), following labkit's own imports transitively,
 so a core module cannot reach a transport through a module in between. Two sources of rules:
@@ -67,6 +68,7 @@ PHRASES: dict[str, tuple[str, ...]] = {
     "the report models": ("labkit.grade.report",),
     "the kernel runner": ("labkit.grade.kernel",),
     "the hidden checks": ("labkit.grade.hidden",),
+    "the command line": ("labkit.cli",),
     "anything that does I/O": (
         "socket",
         "subprocess",
@@ -84,6 +86,7 @@ IMPORTERS: dict[str, tuple[str, ...]] = {
     "the protocol core": CORE,
     "a transport": ("labkit.transports",),
     "a store": ("labkit.stores",),
+    "another labkit module": ("labkit",),
 }
 
 _MUST_NOT = re.compile(r"Must not import ([^.:;]+)")
@@ -187,6 +190,17 @@ def docstring_rules(
     return rules
 
 
+def modules_without_a_rule(modules: dict[str, Path] = MODULES) -> list[str]:
+    """The modules whose docstring states no import rule: none that `docstring_rules` reads
+    as the module's own, and no "Must not be imported by ..." about it."""
+    stated = {name for name, _, _ in docstring_rules(modules)}
+    for name, path in modules.items():
+        doc = " ".join((ast.get_docstring(ast.parse(path.read_text())) or "").split())
+        if _NOT_IMPORTED_BY.search(doc):
+            stated.add(name)
+    return sorted(set(modules) - stated)
+
+
 def _violations_of_rule(
     name: str, forbidden: tuple[str, ...], modules: dict[str, Path] = MODULES
 ) -> list[str]:
@@ -225,6 +239,25 @@ def test_the_docstrings_state_rules() -> None:
         "labkit.wire",
     } <= stated
     assert any(name.startswith("labkit.transports") for name in stated), "course rule"
+
+
+def test_every_module_docstring_states_an_import_rule() -> None:
+    """Each module says what it may import ("Imports only ...", "Imports nothing ...",
+    "Must not import ...") or who may not import it ("Must not be imported by ...")."""
+    assert modules_without_a_rule() == []
+
+
+def test_control_a_module_stating_no_rule_is_found(tmp_path: Path) -> None:
+    modules = _fake_package(
+        tmp_path,
+        {
+            "labkit.silent": '"""Owns x; says nothing about imports."""\n',
+            "labkit.low": '"""Owns y.\n\nImports nothing from labkit.\n"""\n',
+            "labkit.top": '"""Owns z. Must not be imported by a store."""\n',
+            "labkit.stores": '"""Stores. Must not import a transport."""\n',
+        },
+    )
+    assert modules_without_a_rule(modules) == ["labkit.silent"]
 
 
 @pytest.mark.parametrize(
@@ -588,11 +621,45 @@ def test_control_the_layout_check_finds_a_missing_and_an_unlisted_module(tmp_pat
 # -- one name per concept ---------------------------------------------------------------------
 
 
+def _type_alias(node: ast.stmt) -> str | None:
+    """The name a module-level statement binds to a type, when it is a type alias: `X = Y`,
+    `X = Y[...]`, `X = A | B` or `X: TypeAlias = ...` (a CapWords name bound to a name, an
+    attribute, a subscript or a union; never a call such as `TypeVar("T")`)."""
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        target, value = node.targets[0], node.value
+    elif isinstance(node, ast.AnnAssign) and node.value is not None:
+        target, value = node.target, node.value
+    else:
+        return None
+    if not isinstance(target, ast.Name):
+        return None
+    name = target.id
+    capwords = name[0].isupper() and not name.isupper()
+    typed = isinstance(value, (ast.Name, ast.Attribute, ast.Subscript)) or (
+        isinstance(value, ast.BinOp) and isinstance(value.op, ast.BitOr)
+    )
+    return name if capwords and typed else None
+
+
+def _public_methods(tree: ast.Module) -> Iterable[tuple[str, tuple[str, ...], str]]:
+    """(name, positional parameters after the first, return annotation) of every public
+    method of every top-level class."""
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                method = isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                if method and not item.name.startswith("_"):
+                    args = item.args.posonlyargs + item.args.args
+                    returns = ast.unparse(item.returns) if item.returns else ""
+                    yield item.name, tuple(a.arg for a in args[1:]), returns
+
+
 def name_clashes(modules: dict[str, Path]) -> list[str]:
-    """Two module files with one name (packages aside), or two top-level classes with one name,
-    anywhere in the package."""
+    """Two module files with one name (packages aside), or one type name defined twice
+    anywhere in the package: a top-level class and a module-level type alias (`_type_alias`)
+    share one namespace, so a class, an alias or one of each under one name is a clash."""
     seen_files: dict[str, str] = {}
-    seen_classes: dict[str, str] = {}
+    seen_types: dict[str, str] = {}
     clashes: list[str] = []
     for name, path in sorted(modules.items()):
         if path.name != "__init__.py":
@@ -600,15 +667,79 @@ def name_clashes(modules: dict[str, Path]) -> list[str]:
                 clashes.append(f"module file {path.name}: {seen_files[path.name]} and {name}")
             seen_files.setdefault(path.name, name)
         for node in ast.parse(path.read_text()).body:
-            if isinstance(node, ast.ClassDef):
-                if node.name in seen_classes:
-                    clashes.append(f"class {node.name}: {seen_classes[node.name]} and {name}")
-                seen_classes.setdefault(node.name, name)
+            kind, defined = "class", node.name if isinstance(node, ast.ClassDef) else None
+            if defined is None:
+                kind, defined = "alias", _type_alias(node)
+            if defined is None:
+                continue
+            if defined in seen_types:
+                clashes.append(f"{kind} {defined}: {seen_types[defined]} and {name}")
+            seen_types.setdefault(defined, name)
     return clashes
 
 
-def test_no_two_modules_or_classes_share_a_name() -> None:
+def method_clashes(modules: dict[str, Path]) -> list[str]:
+    """Public method names that say two things. Two definitions of one public method name,
+    in classes of two different modules, clash when they differ both in their positional
+    parameters (after `self`) and in their return annotation: neither the same call nor the
+    same answer. Implementations of one protocol (every store's `claim_and_delete`) and a
+    client and a server answering one request (`call_tool`) share a name and stay apart."""
+    found: dict[str, list[tuple[str, tuple[str, ...], str]]] = {}
+    for name, path in sorted(modules.items()):
+        for method, params, returns in _public_methods(ast.parse(path.read_text())):
+            found.setdefault(method, []).append((name, params, returns))
+    return sorted(
+        method
+        for method, defs in found.items()
+        if any(a[0] != b[0] and a[1] != b[1] and a[2] != b[2] for a in defs for b in defs)
+    )
+
+
+# Public method names that say two things today (`method_clashes`). The set only shrinks: a
+# new clash fails `test_no_public_method_name_says_two_things`, and a name renamed away must
+# leave the set (`test_every_known_method_clash_is_still_one`).
+KNOWN_METHOD_CLASHES = frozenset(
+    {
+        "add",
+        "answer",
+        "begin",
+        "call",
+        "check",
+        "delete",
+        "deleted",
+        "failed",
+        "fence",
+        "find",
+        "finish",
+        "from_json",
+        "get",
+        "list_tools",
+        "of",
+        "outcome",
+        "pending",
+        "read",
+        "receive",
+        "recover",
+        "refused",
+        "release",
+        "request",
+        "run",
+        "start",
+        "stop",
+    }
+)
+
+
+def test_no_two_modules_or_type_names_share_a_name() -> None:
     assert name_clashes(MODULES) == []
+
+
+def test_no_public_method_name_says_two_things() -> None:
+    assert sorted(set(method_clashes(MODULES)) - KNOWN_METHOD_CLASHES) == []
+
+
+def test_every_known_method_clash_is_still_one() -> None:
+    assert sorted(KNOWN_METHOD_CLASHES - set(method_clashes(MODULES))) == []
 
 
 def test_control_a_second_exercise_class_and_a_second_forms_module_are_caught(
@@ -624,3 +755,39 @@ def test_control_a_second_exercise_class_and_a_second_forms_module_are_caught(
         "module file forms.py: labkit.a.forms and labkit.b.forms",
         "class Exercise: labkit.a.forms and labkit.b.forms",
     ]
+
+
+def test_control_an_alias_naming_a_class_or_another_alias_is_caught(tmp_path: Path) -> None:
+    files = {
+        "labkit.a": "class Answer:\n    pass\nReply = dict[str, int]\nT = TypeVar('T')\n",
+        "labkit.b": (
+            "Answer = Callable[[dict], dict]\nReply: TypeAlias = A | B\nT = TypeVar('T')\n"
+            "LIMIT = Answer\nlog = getLogger(x)\nOther: TypeAlias = int\n"
+        ),
+        "labkit.c": "Other = labkit.b.Other\nAlone = int\n",
+    }
+    modules = _fake_package(tmp_path, files)
+    assert name_clashes(modules) == [
+        "alias Answer: labkit.a and labkit.b",
+        "alias Reply: labkit.a and labkit.b",
+        "alias Other: labkit.b and labkit.c",
+    ]
+
+
+def test_control_a_method_name_saying_two_things_is_caught(tmp_path: Path) -> None:
+    files = {
+        "labkit.a": (
+            "class Store:\n"
+            "    def claim(self, nonce: str) -> bool: ...\n"
+            "    def refused(self) -> bool: ...\n"
+            "    def _private(self, x: int) -> int: ...\n"
+        ),
+        "labkit.b": (
+            "class Other:\n"
+            "    def claim(self, nonce: str) -> bool: ...\n"  # one protocol: same call
+            "    def refused(self, limit: int, detail: str) -> None: ...\n"
+            "    def _private(self) -> str: ...\n"
+        ),
+        "labkit.c": "class Third:\n    def claim(self, other: str) -> bool: ...\n",
+    }
+    assert method_clashes(_fake_package(tmp_path, files)) == ["refused"]

@@ -31,6 +31,7 @@ Solutions should carry the tag themselves; the conversion keeps an old marker fr
 learner.
 
 Must not run a kernel (the grader owns kernels) nor import ipywidgets: this is file work only.
+Imports nothing from labkit.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 Owns: reading the packaged `skill-elicitation-form-designer.md` and writing it out without ever
 silently replacing someone's edited copy. Plain files only: no widget, no kernel.
+Imports nothing from labkit.
 """
 
 from __future__ import annotations

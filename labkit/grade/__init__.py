@@ -7,4 +7,5 @@ feedback, the class view) and batch grading.
 This package's `__init__` stays empty of imports: the kernel launcher (`launcher`) is started
 as `python -m labkit.grade.launcher` and must restrict itself before anything heavy (or any
 thread) exists.
+Imports nothing.
 """

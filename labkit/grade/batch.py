@@ -17,6 +17,7 @@ batch's report holds what was graded so far, every other submission says it did 
 and the report says why the run stopped (`BatchReport.stopped`).
 
 The clock, the runner factory and the progress sink are injected.
+Must not import the command line.
 """
 
 from __future__ import annotations

@@ -28,8 +28,9 @@ import tempfile
 from pathlib import Path
 from typing import Final
 
+from labkit.course.exercises.trial import Outcome
 from labkit.grade import report
-from labkit.grade.report import BatchReport, GradedOutcome
+from labkit.grade.report import BatchReport
 from labkit.grade.wheel import build_wheel
 
 WORKFLOW: Final = """\
@@ -242,7 +243,7 @@ def classroom_result(batch: BatchReport, status: str) -> dict[str, object]:
             continue
         for exercise in sub.exercises:
             for check in exercise.checks:
-                passed = check.outcome is GradedOutcome.PASSED
+                passed = check.outcome is Outcome.PASSED
                 said = check.message or check.outcome.value
                 name = f"{sub.file} / {exercise.id}: {check.title}"
                 tests.append(_test(name, "pass" if passed else "fail", check.points, said))

@@ -14,8 +14,9 @@ import html
 from collections import Counter, defaultdict
 from typing import Final
 
+from labkit.course.exercises.trial import Outcome
 from labkit.grade.report import OUTPUTS_SECTION as OUTPUTS
-from labkit.grade.report import BatchReport, GradedOutcome
+from labkit.grade.report import BatchReport
 
 _STYLE: Final = """
 body { font: 15px/1.4 system-ui, sans-serif; margin: 2em auto; max-width: 60em; color: #222; }
@@ -64,7 +65,7 @@ def render(batch: BatchReport) -> str:
             points[exercise.id] += exercise.points
             most[exercise.id] += exercise.max_points
             for check in exercise.checks:
-                if check.outcome is not GradedOutcome.PASSED:
+                if check.outcome is not Outcome.PASSED:
                     failed[(exercise.id, check.title)] += 1
     means = {k: 100.0 * points[k] / most[k] for k in most if most[k] and k != OUTPUTS}
     outputs = {OUTPUTS: 100.0 * points[OUTPUTS] / most[OUTPUTS]} if most[OUTPUTS] else {}

@@ -42,6 +42,7 @@ Collaborators are injected: the kernel runner (anything with `run(scratch, sourc
 the check workers (`Workers`), the clock and the scratch root.
 
 Must not print or parse command-line arguments (the batch and the CLI do).
+Must not import the command line.
 """
 
 from __future__ import annotations
@@ -94,7 +95,6 @@ from labkit.grade.kernel import CellRun, CellStatus, Execution, KernelRunner, sa
 from labkit.grade.report import (
     OUTPUTS_SECTION,
     CheckScore,
-    GradedOutcome,
     SubmissionReport,
     clean_line,
     exercise_score,
@@ -787,20 +787,20 @@ def _output_scores(
     for ref in checked:
         index = by_id.get(ref.cell_id)
         if index is None:
-            outcome = GradedOutcome.NOT_ATTEMPTED
+            outcome = Outcome.NOT_ATTEMPTED
             message = f"cell `{ref.cell_id}` is missing (deleted, or no longer a code cell)"
         elif runs[index].status in (CellStatus.OK, CellStatus.ERROR):
             verdict = outputs.compare(
                 ref.cell_id, ref.outputs, runs[index].outputs, course.patterns
             )
-            outcome = GradedOutcome.PASSED if verdict is None else GradedOutcome.INCORRECT
+            outcome = Outcome.PASSED if verdict is None else Outcome.INCORRECT
             message = verdict or ""
             held = held_back(ref.cell_id, cells[index].source, exercises, results)
-            if outcome is GradedOutcome.PASSED and held:
-                outcome, message = GradedOutcome.NOT_ATTEMPTED, held
+            if outcome is Outcome.PASSED and held:
+                outcome, message = Outcome.NOT_ATTEMPTED, held
         else:
             outcome, message = (
-                GradedOutcome.DID_NOT_RUN,
+                Outcome.DID_NOT_RUN,
                 _cell_not_run(runs[index], execution),
             )
         scores.append(
@@ -809,7 +809,7 @@ def _output_scores(
                 title=f"output of cell `{ref.cell_id}`",
                 hidden=False,
                 outcome=outcome,
-                points=1.0 if outcome is GradedOutcome.PASSED else 0.0,
+                points=1.0 if outcome is Outcome.PASSED else 0.0,
                 max_points=1.0,
                 message=message,
             )

@@ -35,8 +35,9 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from labkit.course.exercises.trial import Outcome
 from labkit.grade import report
-from labkit.grade.report import BatchReport, CourseVersion, GradedOutcome, SubmissionReport
+from labkit.grade.report import BatchReport, CourseVersion, SubmissionReport
 from labkit.grade.wheel import build_wheel
 
 Visibility = Literal["hidden", "after_due_date", "after_published", "visible"]
@@ -82,7 +83,7 @@ NO_NOTEBOOK: Final = (
 )
 
 
-def _test_output(outcome: GradedOutcome, message: str) -> str:
+def _test_output(outcome: Outcome, message: str) -> str:
     return outcome.value if not message else f"{outcome.value}: {message}"
 
 
@@ -107,7 +108,7 @@ def _tests(sub: SubmissionReport) -> list[GradescopeTest]:
                     name=f"{sub.file} / {exercise.id}: {check.title} ({kind})",
                     score=check.points,
                     max_score=check.max_points,
-                    status="passed" if check.outcome is GradedOutcome.PASSED else "failed",
+                    status="passed" if check.outcome is Outcome.PASSED else "failed",
                     output=_test_output(check.outcome, check.message),
                     output_format="text",  # learner text: shown as written, never as HTML
                     visibility="after_published" if check.hidden else "visible",

@@ -16,6 +16,7 @@ a duplicated cell id is still gradable, and the validator would "repair" (rename
 ids that say which cell is which.
 
 Must not run a kernel or import nbclient.
+Must not import the command line.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ imported once per grader process, not once per notebook, and no pytest session i
 Widget views and images are skipped as nbval skips them.
 
 Must not run a kernel.
+Imports nothing from labkit.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ removed afterwards. Its text says "practice score, not a grade" and nothing is w
 asked (`out`: the JSON report and the feedback file).
 
 Must not print or parse command-line arguments (the CLI does).
+Must not import the command line.
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from labkit.course.exercises.trial import Check
+from labkit.course.exercises.trial import Check, Outcome
 from labkit.grade import batch, report
 from labkit.grade.containment import Mode
 from labkit.grade.graded_exercises import GRADED, GradedExercise
 from labkit.grade.grader import Course
 from labkit.grade.kernel import Limits
-from labkit.grade.report import GradedOutcome, SubmissionReport
+from labkit.grade.report import SubmissionReport
 
 LABEL: Final = "practice score, not a grade"
 HIDDEN_NOTE: Final = (
@@ -89,7 +90,7 @@ def text(found: SubmissionReport) -> str:
         said = ""
         for check in exercise.checks:
             lines.append(f"  [{check.outcome.value}] {check.title}")
-            if check.outcome is GradedOutcome.PASSED or not check.message:
+            if check.outcome is Outcome.PASSED or not check.message:
                 continue
             # "ex1 · fresh claim: <what happened>": a message the check before gave is not
             # repeated.

@@ -1,7 +1,8 @@
 """What grading says: the JSON report models, the learner's feedback text and JUnit XML.
 
 Owns: the pydantic models (`SubmissionReport`, `BatchReport`, with `SCHEMA_VERSION`), the
-outcomes (`GradedOutcome` is the course's own `Outcome`: one vocabulary), the plain feedback
+outcomes (the course's own `Outcome`: one vocabulary, in JSON its values "passed",
+"incorrect", "error in your code", "not attempted", "did not run"), the plain feedback
 file (the author's message for each lost point; never a check's source, never ANSI, never a
 diff; "all checks passed" only when every check, hidden ones included, passed) and the JUnit
 file (one testcase per check).
@@ -22,7 +23,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
-from typing import Annotated, Final, Literal, TypeAlias
+from typing import Annotated, Final, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
@@ -59,18 +60,13 @@ Text = Annotated[str, AfterValidator(clean)]
 Line = Annotated[str, AfterValidator(clean_line)]
 
 
-# One outcome vocabulary for the course's checks and the grade (JSON values: "passed",
-# "incorrect", "error in your code", "not attempted", "did not run").
-GradedOutcome: TypeAlias = Outcome
-
-
 class CheckScore(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: Line
     title: Line
     hidden: bool
-    outcome: GradedOutcome
+    outcome: Outcome
     points: float
     max_points: float
     message: Text
@@ -213,15 +209,15 @@ def feedback(report: SubmissionReport) -> str:
                 f"  [{check.outcome.value}] {check.title} "
                 f"({mark}{_points(check.points)}/{_points(check.max_points)})"
             )
-            if check.outcome is not GradedOutcome.PASSED and check.message:
+            if check.outcome is not Outcome.PASSED and check.message:
                 lines += _quote(check.message, "      ")
     checks = [c for e in report.exercises for c in e.checks]
     hidden = [c for c in checks if c.hidden]
     lines.append("")
-    if checks and all(c.outcome is GradedOutcome.PASSED for c in checks):
+    if checks and all(c.outcome is Outcome.PASSED for c in checks):
         lines.append("All checks passed, hidden checks included.")
     else:
-        passed = sum(c.outcome is GradedOutcome.PASSED for c in hidden)
+        passed = sum(c.outcome is Outcome.PASSED for c in hidden)
         lines.append(
             f"Hidden checks (run only at grading): {passed} of {len(hidden)} passed. "
             "Each quoted line above says what was expected and what your code did."
@@ -256,7 +252,7 @@ def junit(reports: Sequence[SubmissionReport]) -> str:
                     classname=clean_line(f"{report.file}.{exercise.id}"),
                     name=clean_line(check.title),
                 )
-                if check.outcome is not GradedOutcome.PASSED:
+                if check.outcome is not Outcome.PASSED:
                     failures += 1
                     said = clean(f"{check.outcome.value}: {check.message}".strip())
                     ET.SubElement(case, "failure", message=said)

@@ -34,6 +34,7 @@ final (a slow attempt still in flight can no longer delete), and the claim is co
 released to match. A crash anywhere therefore leaves at most a pending claim, a retry tells the
 truth (the deleted note's state is "already used"; a note that was kept is deleted by the
 retry), and an expired claim never counts against the replay store's bounds.
+Must not import a transport, the course toolkit or the grader.
 """
 
 from __future__ import annotations

@@ -45,6 +45,7 @@ descriptor-relative unlink runs and the directory is fsynced, then the row becom
 only the file with the recorded identity, so it can never delete twice. A row is keyed by
 (principal, nonce, attempt); a "done" row for a nonce also refuses any other attempt, so a
 nonce the replay store may have forgotten never deletes twice.
+Must not import a transport, the course toolkit or the grader.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ or one process id reused within a tick. Standard library only; must not import a
 exists, or whose id now belongs to a process started at another time. Anything it cannot
 check (another host, a process it may not signal, a /proc it may not read) is not proof, and
 the claim's lease decides instead.
+Imports nothing from labkit.
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 
 Both speak the two-step deletion protocol (`labkit.stores`), so a memory store paired with a
 persistent one follows the same steps as two databases do; in memory alone a crash loses
-everything, notes included, so there is nothing to recover."""
+everything, notes included, so there is nothing to recover.
+Must not import a transport, the course toolkit or the grader.
+"""
 
 from __future__ import annotations
 

@@ -29,6 +29,7 @@ Adding a backend is one entry in `NOTE_BACKENDS` and/or `REPLAY_BACKENDS`: the e
 the spec is written and opened, whether what it stores survives a restart (`persistent`, read
 by `check_layout`) and whether the spec names a file (`names_file`, read by `file_path` and
 `spec_file`). Nothing else lists backends.
+Must not import a transport, the course toolkit or the grader.
 """
 
 from __future__ import annotations

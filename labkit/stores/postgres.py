@@ -53,8 +53,9 @@ from labkit.stores.sql import (
     NOTE_COLUMNS,
     PENDING_COLUMNS,
     SCHEMA_PATTERN,
-    Row,
+    NoteRow,
     ThreadConnections,
+    Unit,
     below,
     decide_found,
     generation_of,
@@ -154,9 +155,7 @@ _QUERIES: Final = {
 
 
 _T = TypeVar("_T")
-Connection = psycopg.Connection[tuple[Any, ...]]
-Unit = Callable[[Connection], tuple[bool, _T]]
-"""One transaction's work: returns (commit?, result). False rolls everything back."""
+PgConnection = psycopg.Connection[tuple[Any, ...]]
 
 
 def database_key(dsn: str, schema: str) -> tuple[tuple[tuple[str, str], ...], str]:
@@ -169,7 +168,7 @@ def database_key(dsn: str, schema: str) -> tuple[tuple[tuple[str, str], ...], st
     return target, schema
 
 
-class PostgresStore(ThreadConnections[Connection]):
+class PostgresStore(ThreadConnections[PgConnection]):
     """A `NoteStore`, a `ReplayStore` and an `AtomicDeleter` inside one PostgreSQL schema.
 
     Claims are keyed by `(principal, nonce)`; expired ones no longer count and are collected in
@@ -217,7 +216,7 @@ class PostgresStore(ThreadConnections[Connection]):
 
     # -- connections and the transaction runner ----------------------------------------------
 
-    def _open(self) -> Connection:
+    def _open(self) -> PgConnection:
         return psycopg.connect(
             self._dsn,
             autocommit=True,  # transactions are explicit: conn.transaction() per unit
@@ -225,11 +224,11 @@ class PostgresStore(ThreadConnections[Connection]):
             application_name="labkit",
         )
 
-    def _usable(self, conn: Connection) -> bool:
+    def _usable(self, conn: PgConnection) -> bool:
         # psycopg reports a connection the server or the network dropped as closed.
         return not conn.closed
 
-    def _run(self, unit: Unit[_T], *, write: bool = False) -> _T:
+    def _run(self, unit: Unit[PgConnection, _T], *, write: bool = False) -> _T:
         """Run `unit` in one transaction; retry it whole on a serialization failure or a
         deadlock (the server rolled it back, so nothing happened). A broken connection is
         dropped and the error raised: after a lost COMMIT nobody knows whether it committed,
@@ -275,7 +274,7 @@ class PostgresStore(ThreadConnections[Connection]):
         reason = " ".join(str(exc).split())[:300] or type(exc).__name__
         return StoreUnavailable(f"PostgreSQL {self.schema!r}: {reason}")
 
-    def _create_schema(self, conn: Connection) -> tuple[bool, str]:
+    def _create_schema(self, conn: PgConnection) -> tuple[bool, str]:
         # Concurrent CREATE ... IF NOT EXISTS can still collide in the catalog: queue them.
         conn.execute(self._q["lock"], (f"labkit-schema:{self.schema}",))
         for statement in self._ddl:
@@ -296,7 +295,7 @@ class PostgresStore(ThreadConnections[Connection]):
     def drop_schema(self) -> None:
         """Drop the whole schema and everything in it (tests and benchmarks clean up)."""
 
-        def unit(conn: Connection) -> tuple[bool, None]:
+        def unit(conn: PgConnection) -> tuple[bool, None]:
             statement = sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
                 sql.Identifier(self.schema)
             )
@@ -313,14 +312,14 @@ class PostgresStore(ThreadConnections[Connection]):
     def find(self, workspace: Path, title: str, limit: int) -> Sequence[Note]:
         low, high = below(workspace)
 
-        def unit(conn: Connection) -> tuple[bool, list[Row]]:
+        def unit(conn: PgConnection) -> tuple[bool, list[NoteRow]]:
             params = (low, high, title.casefold(), max(limit, 0))
             return True, conn.execute(self._q["find"], params).fetchall()
 
         return decide_found(self._epoch, self._run(unit), workspace, title, limit)
 
     def get(self, note_id: str) -> Note | None:
-        def unit(conn: Connection) -> tuple[bool, Row | None]:
+        def unit(conn: PgConnection) -> tuple[bool, NoteRow | None]:
             return True, conn.execute(self._q["get"], (note_id,)).fetchone()
 
         row = self._run(unit)
@@ -332,7 +331,7 @@ class PostgresStore(ThreadConnections[Connection]):
             return False
         params = (note.id, generation, path_text(note.path), note.title)
 
-        def unit(conn: Connection) -> tuple[bool, bool]:
+        def unit(conn: PgConnection) -> tuple[bool, bool]:
             return True, conn.execute(self._q["delete"], params).fetchone() is not None
 
         return self._run(unit, write=True)
@@ -349,7 +348,7 @@ class PostgresStore(ThreadConnections[Connection]):
             for note_id, uri, title in notes
         ]
 
-        def unit(conn: Connection) -> tuple[bool, list[Note]]:
+        def unit(conn: PgConnection) -> tuple[bool, list[Note]]:
             with conn.cursor() as cur:
                 cur.executemany(self._q["upsert_note"], rows, returning=True)
                 added: list[Note] = []
@@ -367,7 +366,7 @@ class PostgresStore(ThreadConnections[Connection]):
         """Move a note to another path, keeping its identity (a rename on disk)."""
         text = path_text(parse_file_uri(uri))
 
-        def unit(conn: Connection) -> tuple[bool, Row | None]:
+        def unit(conn: PgConnection) -> tuple[bool, NoteRow | None]:
             return True, conn.execute(self._q["move"], (text, note_id)).fetchone()
 
         row = self._run(unit, write=True)
@@ -376,7 +375,7 @@ class PostgresStore(ThreadConnections[Connection]):
         return note_from_row(self._epoch, row)
 
     def ids(self) -> list[str]:
-        def unit(conn: Connection) -> tuple[bool, list[str]]:
+        def unit(conn: PgConnection) -> tuple[bool, list[str]]:
             return True, [str(r[0]) for r in conn.execute(self._q["ids"])]
 
         return sorted(self._run(unit))
@@ -384,7 +383,7 @@ class PostgresStore(ThreadConnections[Connection]):
     # -- ReplayStore ---------------------------------------------------------------------------
 
     def claim(self, principal: str, nonce: str, expires_at: float) -> Claim:
-        def unit(conn: Connection) -> tuple[bool, Claim]:
+        def unit(conn: PgConnection) -> tuple[bool, Claim]:
             claim = self._claim_in(conn, principal, nonce, expires_at)
             if claim is Claim.CLAIMED:
                 self._collect(conn)
@@ -393,14 +392,14 @@ class PostgresStore(ThreadConnections[Connection]):
         return self._run(unit, write=True)
 
     def release(self, principal: str, nonce: str) -> None:
-        def unit(conn: Connection) -> tuple[bool, None]:
+        def unit(conn: PgConnection) -> tuple[bool, None]:
             conn.execute(self._q["release"], (principal, nonce))
             return True, None
 
         self._run(unit, write=True)
 
     def used(self, principal: str, nonce: str) -> bool:
-        def unit(conn: Connection) -> tuple[bool, bool]:
+        def unit(conn: PgConnection) -> tuple[bool, bool]:
             row = conn.execute(self._q["used"], (principal, nonce, self._clock())).fetchone()
             return True, row is not None
 
@@ -409,7 +408,7 @@ class PostgresStore(ThreadConnections[Connection]):
     def live_claims(self) -> int:
         """How many claims have not expired (what counts against the capacity)."""
 
-        def unit(conn: Connection) -> tuple[bool, int]:
+        def unit(conn: PgConnection) -> tuple[bool, int]:
             row = conn.execute(self._q["live"], (self._clock(),)).fetchone()
             assert row is not None
             return True, int(row[0])
@@ -419,14 +418,14 @@ class PostgresStore(ThreadConnections[Connection]):
     def stored_claims(self) -> int:
         """How many claim rows exist, expired ones included (shows the collector works)."""
 
-        def unit(conn: Connection) -> tuple[bool, int]:
+        def unit(conn: PgConnection) -> tuple[bool, int]:
             row = conn.execute(self._q["rows"]).fetchone()
             assert row is not None
             return True, int(row[0])
 
         return self._run(unit)
 
-    def _claim_in(self, conn: Connection, principal: str, nonce: str, expires_at: float) -> Claim:
+    def _claim_in(self, conn: PgConnection, principal: str, nonce: str, expires_at: float) -> Claim:
         """The claim inside the caller's transaction; anything but CLAIMED is rolled back."""
         now = self._clock()
         conn.execute(self._q["lock"], (f"labkit-claims:{self.schema}:{principal}",))
@@ -442,7 +441,7 @@ class PostgresStore(ThreadConnections[Connection]):
             return Claim.FULL
         return Claim.CLAIMED
 
-    def _collect(self, conn: Connection) -> None:
+    def _collect(self, conn: PgConnection) -> None:
         """Purge a batch of expired claims. Last in the transaction and never waiting."""
         conn.execute(self._q["gc"], (self._clock(), GC_BATCH))
 
@@ -451,7 +450,7 @@ class PostgresStore(ThreadConnections[Connection]):
     def claim_pending(self, ticket: Ticket) -> Claim | Ticket:
         key = (ticket.principal, ticket.nonce)
 
-        def unit(conn: Connection) -> tuple[bool, Claim | Ticket]:
+        def unit(conn: PgConnection) -> tuple[bool, Claim | Ticket]:
             row = conn.execute(self._q["pending_of"], key).fetchone()
             if row is not None:
                 return False, pending_ticket(row)
@@ -468,20 +467,20 @@ class PostgresStore(ThreadConnections[Connection]):
     def settle(self, ticket: Ticket, deleted: bool) -> bool:
         query = self._q["complete" if deleted else "abandon"]
 
-        def unit(conn: Connection) -> tuple[bool, bool]:
+        def unit(conn: PgConnection) -> tuple[bool, bool]:
             changed = conn.execute(query, (ticket.principal, ticket.nonce, ticket.attempt))
             return True, changed.rowcount == 1
 
         return self._run(unit, write=True)
 
     def pending_claims(self) -> list[Ticket]:
-        def unit(conn: Connection) -> tuple[bool, list[Ticket]]:
+        def unit(conn: PgConnection) -> tuple[bool, list[Ticket]]:
             return True, [pending_ticket(row) for row in conn.execute(self._q["pending"])]
 
         return self._run(unit)
 
     def claim_state(self, principal: str, nonce: str) -> ClaimState:
-        def unit(conn: Connection) -> tuple[bool, ClaimState]:
+        def unit(conn: PgConnection) -> tuple[bool, ClaimState]:
             row = conn.execute(self._q["state_of"], (principal, nonce)).fetchone()
             if row is None:
                 return True, None
@@ -497,7 +496,7 @@ class PostgresStore(ThreadConnections[Connection]):
             return False
         key = (ticket.principal, ticket.nonce, ticket.attempt)
 
-        def unit(conn: Connection) -> tuple[bool, bool | None]:
+        def unit(conn: PgConnection) -> tuple[bool, bool | None]:
             conn.execute(self._q["receipts_gc"], (self._clock() - RECEIPT_GRACE_SECONDS,))
             if conn.execute(self._q["receipt_seen"], key).fetchone() is not None:
                 return True, None
@@ -518,7 +517,7 @@ class PostgresStore(ThreadConnections[Connection]):
     def fence(self, ticket: Ticket) -> bool:
         key = (ticket.principal, ticket.nonce, ticket.attempt)
 
-        def unit(conn: Connection) -> tuple[bool, bool]:
+        def unit(conn: PgConnection) -> tuple[bool, bool]:
             conn.execute(self._q["receipt"], (*key, False, ticket.expires_at))
             row = conn.execute(self._q["receipt_any"], key[:2]).fetchone()
             assert row is not None
@@ -542,7 +541,7 @@ class PostgresStore(ThreadConnections[Connection]):
             return claim_then_delete(self, replay, confirmation, holder)
         claims = replay  # same schema: its bounds and clock, this store's connection
 
-        def unit(conn: Connection) -> tuple[bool, tuple[Deletion, Note | None]]:
+        def unit(conn: PgConnection) -> tuple[bool, tuple[Deletion, Note | None]]:
             claim = claims._claim_in(
                 conn, confirmation.principal, confirmation.nonce, confirmation.expires_at
             )

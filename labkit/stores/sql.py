@@ -5,6 +5,7 @@ Owns: the row encoding of `Note.path`, `Note.identity` and a pending claim (`pen
 the final (Python) decision of `find`, the PostgreSQL schema-name rule and default
 (configuration checks the same ones), and the per-thread connection bookkeeping
 (`ThreadConnections`). No database driver: a backend says how to open its connections.
+Must not import a transport, the course toolkit or the grader.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 import secrets
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, Protocol, Self, TypeVar
 
 from labkit.scope import Path, strictly_contains
@@ -24,8 +25,14 @@ from labkit.stores import Note, Ticket
 DEFAULT_SCHEMA = "labkit"
 SCHEMA_PATTERN = r"^[a-z_][a-z0-9_]{0,62}$"
 
-Row = tuple[str, str, str, int]
+NoteRow = tuple[str, str, str, int]
 """`(id, path text, title, generation)` as every note query selects it."""
+
+_Conn = TypeVar("_Conn")
+_T = TypeVar("_T")
+Unit = Callable[[_Conn], tuple[bool, _T]]
+"""One transaction's work on a connection: returns (commit?, result). False rolls everything
+back."""
 
 NOTE_COLUMNS = "id, path, title, generation"
 PENDING_COLUMNS = "principal, nonce, expires_at, note_id, attempt, holder, lease_until"
@@ -81,13 +88,13 @@ def pending_ticket(row: tuple[Any, ...]) -> Ticket:
     return Ticket(principal, nonce, expires_at, note_id, attempt, holder or "", lease_until or 0.0)
 
 
-def note_from_row(epoch: str, row: Row) -> Note:
+def note_from_row(epoch: str, row: NoteRow) -> Note:
     note_id, text, title, generation = row
     return Note(note_id, parse_path_text(text), title, identity(epoch, generation))
 
 
 def decide_found(
-    epoch: str, rows: Iterable[Row], workspace: Path, title: str, limit: int
+    epoch: str, rows: Iterable[NoteRow], workspace: Path, title: str, limit: int
 ) -> Sequence[Note]:
     """The notes `find` returns, decided in Python with the same rules as the memory store.
 

@@ -50,8 +50,9 @@ from labkit.stores import (
 from labkit.stores.sql import (
     NOTE_COLUMNS,
     PENDING_COLUMNS,
-    Row,
+    NoteRow,
     ThreadConnections,
+    Unit,
     below,
     decide_found,
     generation_of,
@@ -141,8 +142,6 @@ def connect(path: str, timeout: float) -> sqlite3.Connection:
 
 
 _T = TypeVar("_T")
-Unit = Callable[[sqlite3.Connection], tuple[bool, _T]]
-"""One transaction's work: returns (commit?, result). False rolls everything back."""
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -271,7 +270,7 @@ class SqliteStore(ThreadConnections[sqlite3.Connection]):
             raise
         return conn
 
-    def _run(self, unit: Unit[_T], *, write: bool) -> _T:
+    def _run(self, unit: Unit[sqlite3.Connection, _T], *, write: bool) -> _T:
         """Run `unit` in one transaction, retrying the whole of it while the file is locked.
 
         `BEGIN IMMEDIATE` takes the write lock up front, so two writers queue in the busy
@@ -348,7 +347,7 @@ class SqliteStore(ThreadConnections[sqlite3.Connection]):
     def find(self, workspace: Path, title: str, limit: int) -> Sequence[Note]:
         low, high = below(workspace)
 
-        def unit(conn: sqlite3.Connection) -> tuple[bool, list[Row]]:
+        def unit(conn: sqlite3.Connection) -> tuple[bool, list[NoteRow]]:
             rows = conn.execute(
                 f"SELECT {NOTE_COLUMNS} FROM notes"
                 " WHERE path >= ? AND path < ? AND instr(title_folded, ?) > 0"
@@ -360,7 +359,7 @@ class SqliteStore(ThreadConnections[sqlite3.Connection]):
         return decide_found(self._epoch, self._run(unit, write=False), workspace, title, limit)
 
     def get(self, note_id: str) -> Note | None:
-        def unit(conn: sqlite3.Connection) -> tuple[bool, Row | None]:
+        def unit(conn: sqlite3.Connection) -> tuple[bool, NoteRow | None]:
             query = f"SELECT {NOTE_COLUMNS} FROM notes WHERE id = ?"
             return True, conn.execute(query, (note_id,)).fetchone()
 
@@ -414,7 +413,7 @@ class SqliteStore(ThreadConnections[sqlite3.Connection]):
         """Move a note to another path, keeping its identity (a rename on disk)."""
         text = path_text(parse_file_uri(uri))
 
-        def unit(conn: sqlite3.Connection) -> tuple[bool, Row | None]:
+        def unit(conn: sqlite3.Connection) -> tuple[bool, NoteRow | None]:
             rows = conn.execute(
                 f"UPDATE notes SET path = ? WHERE id = ? RETURNING {NOTE_COLUMNS}",
                 (text, note_id),

@@ -2,4 +2,5 @@
 
 Each transport only frames bytes, authenticates, maps headers and status codes, and calls
 `Server.handle`; the protocol logic stays in the core (transports are thin).
+Imports nothing.
 """

@@ -5,6 +5,7 @@ Pure module: no I/O. Every check returns a `ProtocolError` value (or None); the 
 decides how to frame it. The JSON-RPC envelope rules (what a notification is, the -32600
 answers) belong to the core (`labkit.wire.envelope_error`, applied by `Server.handle`): this
 module reuses them and repeats none.
+Must not import the course toolkit or the grader.
 """
 
 from __future__ import annotations

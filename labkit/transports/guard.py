@@ -10,6 +10,7 @@ reached only by a request whose Host was checked. `/mcp` applies the same two ru
 single pass over the headers (`labkit.transports.http`).
 
 Pure ASGI; must not import the core.
+Must not import the course toolkit or the grader.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ With `legacy` (a `LegacyHttp`), 2025-11-25 clients are served on the same endpoi
 whose `MCP-Protocol-Version` is not 2026-07-28 and that is an `initialize` or carries an
 `Mcp-Session-Id` goes to `labkit.transports.legacy_http`, and DELETE with a session id ends
 that session; everything else takes the stateless path above, unchanged.
+Must not import the course toolkit or the grader.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ arrived by the deadline is 408 (with `connection: close`: a slow client is not w
 Imports from labkit only `labkit.refusals` (itself standard library only): the configuration
 reads these without loading a server stack. A refused body is counted and logged at a bounded
 rate (`REFUSALS`).
+Must not import the course toolkit or the grader.
 """
 
 from __future__ import annotations

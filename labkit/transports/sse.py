@@ -4,6 +4,7 @@ Owns: the `text/event-stream` response headers and the encoding of one JSON-RPC 
 SSE event. Pure module: bytes out, no I/O. Both eras use it: a 2026-07-28 request answered with
 progress notifications before its result, and a 2025-11-25 session call that carries
 server-to-client requests before its result (docs/protocol.md, "Streamable HTTP").
+Must not import the course toolkit or the grader.
 """
 
 from __future__ import annotations

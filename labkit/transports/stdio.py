@@ -13,6 +13,7 @@ Calls are never nested: one loop reads every line and hands a client's answer to
 asked, so several calls may wait on the client at once (at most `max_calls`; past that a new
 call is refused with -32001) and each completes. While a call polls for a URL consent, the
 loop pauses between polls and reads nothing else, as before.
+Must not import the course toolkit or the grader.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Public checks: the four outcomes for every implemented exercise, the messages, the
-learner-only traceback, repeatability, hints, hidden checks and exercises not available yet."""
+"""Public checks: the four outcomes a learner meets for every implemented exercise, the
+messages, the learner-only traceback, repeatability, hints, hidden checks and exercises not
+available yet."""
 
 from __future__ import annotations
 
@@ -366,10 +367,10 @@ def test_hidden_checks_come_from_the_grader_and_show_only_their_message() -> Non
 
     grader = Checker(
         namespace=dict,
-        hidden={
+        extra_checks={
             "ex4": [
-                Check("root itself", root_itself, "root itself"),
-                Check("secret", secret_rule, "s"),
+                Check("root itself", root_itself, "root itself", hidden=True),
+                Check("secret", secret_rule, "s", hidden=True),
             ]
         },
     )
@@ -391,7 +392,7 @@ def test_a_bug_in_a_check_is_not_blamed_on_the_learner() -> None:
     def broken(t: Trial) -> Fail | None:
         raise RuntimeError("fixture exploded")
 
-    grader = Checker(namespace=dict, hidden={"ex4": [Check("broken", broken, "b")]})
+    grader = Checker(namespace=dict, extra_checks={"ex4": [Check("broken", broken, "b")]})
     result = by_name(grader.check("ex4", resolve_inside=sol.resolve_inside))["broken"]
     assert result.outcome is Outcome.ERROR
     assert "the check itself failed (RuntimeError: fixture exploded)" in result.message

@@ -21,6 +21,7 @@ from labkit import messages
 from labkit.client import render_message
 from labkit.conformance import AnonymousAuthenticator, conformance_server
 from labkit.course import Host, McpError, Pending, TooManyRounds, TransportError
+from labkit.errors import ProtocolError
 from labkit.server import Request, Server
 from labkit.state import KeyRing
 from labkit.transports.envelope import decode_header_value, encode_header_value
@@ -147,6 +148,20 @@ def test_a_json_rpc_error_is_raised_with_code_message_and_data(lab: Lab) -> None
     assert "form elicitation" in raised.value.message
     checked_pairs(host)
     assert "note-14" in lab.ids()
+
+
+def test_the_client_raises_the_protocol_s_one_error_type(lab: Lab) -> None:
+    """`McpError` is the `ProtocolError` a server answered: one value (code, message, data)
+    on both sides, shown as "code message" by the client, and back on the wire unchanged."""
+    host = Host.in_process(lab.server, capabilities={})
+    with pytest.raises(ProtocolError) as raised:
+        host.call_tool(TOOL, TPS, answer=choose("note-14"))
+    error = raised.value
+    assert type(error) is McpError
+    assert str(error) == f"-32021 {error.message}"
+    assert repr(error).startswith("McpError(-32021, ")
+    wire = host.transcript[-1]["error"]
+    assert error.to_wire() == wire and error.to_wire()["code"] == -32021
 
 
 def test_an_unsupported_version_is_raised_with_its_data(lab: Lab) -> None:
@@ -379,3 +394,44 @@ def test_an_event_stream_answer_is_read_to_its_response() -> None:
     assert response is not None and response["id"] == 5
     check_wire(message, response)
     assert response["result"]["resultType"] == "complete"
+
+
+class _Answering:
+    """A channel whose peer answers every request with one error object."""
+
+    def __init__(self, error: Any) -> None:
+        self.error = error
+
+    def exchange(self, message: dict[str, Any]) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": message["id"], "error": self.error}
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        {"code": "-32021", "message": "a code as text"},
+        {"code": True, "message": "a code as a bool"},
+        {"code": -32021, "message": None},
+        {"code": -32021},
+        ["not", "an", "object"],
+    ],
+    ids=["code text", "code bool", "message null", "no message", "a list"],
+)
+def test_a_malformed_error_object_is_the_peers_fault_named(error: Any) -> None:
+    host = Host(_Answering(error))
+    with pytest.raises(TransportError, match="a malformed JSON-RPC error object"):
+        host.discover()
+
+
+def test_a_well_formed_error_object_is_raised_as_it_came() -> None:
+    host = Host(_Answering({"code": -32602, "message": "no", "data": {"why": 1}}))
+    with pytest.raises(McpError) as raised:
+        host.discover()
+    assert (raised.value.code, raised.value.message, raised.value.data) == (
+        -32602,
+        "no",
+        {"why": 1},
+    )

@@ -16,8 +16,9 @@ import pytest
 from grade.grade_helpers import COURSE, COURSE_EXERCISES, solved, write
 from grade.test_locked_cells import without_ids
 from labkit import cli
+from labkit.course.exercises.trial import Outcome
 from labkit.grade.graded_exercises import GRADED
-from labkit.grade.report import BatchReport, GradedOutcome, SubmissionReport
+from labkit.grade.report import BatchReport, SubmissionReport
 
 NOTEBOOKS = COURSE.parent / "notebooks"
 
@@ -87,11 +88,11 @@ def test_solution_scores_full_marks_and_fresh_copy_zero(
     assert best.percent == 100, lost
     section = next(e for e in best.exercises if e.id == exercise)
     assert any(c.hidden for c in section.checks) and any(not c.hidden for c in section.checks)
-    assert all(c.outcome is GradedOutcome.PASSED for e in best.exercises for c in e.checks)
+    assert all(c.outcome is Outcome.PASSED for e in best.exercises for c in e.checks)
 
     fresh = next(e for e in worst.exercises if e.id == exercise)
     assert fresh.points == 0
     outcomes = {c.outcome for c in fresh.checks}
-    assert GradedOutcome.PASSED not in outcomes
-    assert outcomes <= {GradedOutcome.NOT_ATTEMPTED, GradedOutcome.INCORRECT}
+    assert Outcome.PASSED not in outcomes
+    assert outcomes <= {Outcome.NOT_ATTEMPTED, Outcome.INCORRECT}
     assert not worst.notices or all("added" not in n and "deleted" not in n for n in worst.notices)

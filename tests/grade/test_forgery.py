@@ -52,7 +52,8 @@ from grade.grade_helpers import (
 )
 from labkit import cli
 from labkit.course import build
-from labkit.grade.report import BatchReport, CheckScore, GradedOutcome, SubmissionReport
+from labkit.course.exercises.trial import Outcome
+from labkit.grade.report import BatchReport, CheckScore, SubmissionReport
 
 STEM = "04-ex2-url-mode"
 LEARNER_COPY = COURSE.parent / "notebooks" / f"{STEM}.ipynb"
@@ -438,7 +439,7 @@ def test_the_controls_keep_their_grades_beside_every_attack(
     for name in reports:
         assert (out / "submissions" / f"{name}.json").exists() or name == HTML_NAME
     solved_ex2 = _checks(reports["solved"])
-    assert all(c.outcome is GradedOutcome.PASSED for c in solved_ex2)
+    assert all(c.outcome is Outcome.PASSED for c in solved_ex2)
     assert reports["solved"].points == reports["solved"].max_points
     assert reports[HTML_NAME].points == reports["untouched"].points
 
@@ -455,8 +456,8 @@ def test_what_breaks_the_channel_is_that_submissions_did_not_run(
     graded: tuple[BatchReport, Path], name: str, said: str
 ) -> None:
     checks = _checks(_by_file(graded[0])[name])
-    assert all(c.outcome is not GradedOutcome.PASSED for c in checks)
-    assert any(c.outcome is GradedOutcome.DID_NOT_RUN and said in c.message for c in checks)
+    assert all(c.outcome is not Outcome.PASSED for c in checks)
+    assert any(c.outcome is Outcome.DID_NOT_RUN and said in c.message for c in checks)
 
 
 def test_a_reply_the_checks_cannot_read_is_quoted_as_the_submissions_own(
@@ -494,7 +495,7 @@ def test_labkits_own_implementation_is_not_the_graded_answer(
 ) -> None:
     reports = _by_file(graded[0])
     report = reports[name]
-    assert all(c.outcome is not GradedOutcome.PASSED for c in _checks(report))
+    assert all(c.outcome is not Outcome.PASSED for c in _checks(report))
     demo = next(c for e in report.exercises for c in e.checks if c.name == f"outputs/{DEMO}")
     assert demo.points == 0  # the kernel has labkit: the demo printed the right text
     if name in ("reference-import", "reference-wrapper", "reference-sys-modules"):
@@ -530,11 +531,11 @@ def test_a_partial_answer_gains_no_output_point_from_a_kernel_only_right_answer(
     offering checks, and the try cell shows every case, so its output (the solution's text)
     waits for all of them."""
     report = _by_file(graded[0])["partial-with-hook"]
-    passed = {c.name for c in _checks(report) if c.outcome is GradedOutcome.PASSED}
+    passed = {c.name for c in _checks(report) if c.outcome is Outcome.PASSED}
     assert "ex2/public/url offered when declared" in passed
     assert "ex2/public/form only refused" not in passed
     demo = next(c for e in report.exercises for c in e.checks if c.name == f"outputs/{DEMO}")
-    assert demo.outcome is GradedOutcome.NOT_ATTEMPTED and demo.points == 0
+    assert demo.outcome is Outcome.NOT_ATTEMPTED and demo.points == 0
     assert "'form only refused'" in demo.message
 
 
@@ -603,7 +604,7 @@ def test_a_thread_filling_the_check_folders_ends_nothing(others: BatchReport) ->
     assert {s.status for s in others.submissions} == {"graded"}
     assert reports["ex4-solved"].points == reports["ex4-solved"].max_points
     filler = _checks(reports["ex4-folder-filler"], "ex4")
-    assert {c.outcome for c in filler} == {GradedOutcome.PASSED}  # a right answer, judged
+    assert {c.outcome for c in filler} == {Outcome.PASSED}  # a right answer, judged
 
 
 @pytest.mark.parametrize("name", ["ex5-reference", "ex5-from-setup"])
@@ -611,7 +612,7 @@ def test_labkits_legacy_adapter_is_not_exercise_5s_answer(others: BatchReport, n
     reports = _by_file(others)
     assert reports["ex5-solved"].points == reports["ex5-solved"].max_points
     assert reports[name].points <= reports["ex5-untouched"].points
-    assert all(c.outcome is not GradedOutcome.PASSED for c in _checks(reports[name], "ex5"))
+    assert all(c.outcome is not Outcome.PASSED for c in _checks(reports[name], "ex5"))
 
 
 SLOW_CALLS = """
@@ -635,4 +636,4 @@ def test_one_total_deadline_covers_the_kernel_and_every_check(tmp_path: Path) ->
     assert reports["solved"].points == reports["solved"].max_points
     slow = _checks(reports["slow"])
     notice = "the submission's total time limit (20 s) was reached"
-    assert slow[-1].outcome is GradedOutcome.DID_NOT_RUN and notice in slow[-1].message
+    assert slow[-1].outcome is Outcome.DID_NOT_RUN and notice in slow[-1].message

@@ -28,9 +28,10 @@ from grade.grade_helpers import (
     write,
 )
 from labkit import cli
+from labkit.course.exercises.trial import Outcome
 from labkit.grade import report
 from labkit.grade.graded_exercises import GRADED
-from labkit.grade.report import BatchReport, GradedOutcome, SubmissionReport
+from labkit.grade.report import BatchReport, SubmissionReport
 
 ANSI = re.compile(r"\x1b\[")
 Graded = tuple[int, Path, Path]
@@ -108,7 +109,7 @@ def _report(out: Path, stem: str) -> SubmissionReport:
     return SubmissionReport.model_validate_json((out / "submissions" / f"{stem}.json").read_text())
 
 
-def _checks(sub: SubmissionReport, exercise: str) -> dict[str, GradedOutcome]:
+def _checks(sub: SubmissionReport, exercise: str) -> dict[str, Outcome]:
     section = next(e for e in sub.exercises if e.id == exercise)
     return {c.name: c.outcome for c in section.checks}
 
@@ -135,7 +136,7 @@ def test_solutions_score_full_marks(graded: Graded) -> None:
     files = {s.file for s in solved_reports}
     assert {"replay.ipynb", "paths.ipynb", "elicitation.ipynb", "my-paths-final.ipynb"} <= files
     for sub in solved_reports:
-        assert all(c.outcome is GradedOutcome.PASSED for e in sub.exercises for c in e.checks)
+        assert all(c.outcome is Outcome.PASSED for e in sub.exercises for c in e.checks)
 
 
 def test_fresh_learner_copies_score_zero_on_the_exercises(graded: Graded) -> None:
@@ -151,8 +152,8 @@ def test_fresh_learner_copies_score_zero_on_the_exercises(graded: Graded) -> Non
             if exercise.id in GRADED:
                 assert exercise.points == 0
                 assert {c.outcome for c in exercise.checks} <= {
-                    GradedOutcome.NOT_ATTEMPTED,
-                    GradedOutcome.INCORRECT,
+                    Outcome.NOT_ATTEMPTED,
+                    Outcome.INCORRECT,
                 }
 
 
@@ -162,21 +163,21 @@ def test_partial_submission_gets_exactly_its_partial_score(graded: Graded) -> No
     ex1 = next(e for e in sub.exercises if e.id == "ex1")
     hidden = {c.name: c.outcome for c in ex1.checks if c.hidden}
     assert hidden == {
-        "ex1/claims in sequence": GradedOutcome.INCORRECT,
-        "ex1/a rival between your statements": GradedOutcome.INCORRECT,
-        "ex1/six racing processes": GradedOutcome.PASSED,
-        "ex1/no safety fault": GradedOutcome.PASSED,
+        "ex1/claims in sequence": Outcome.INCORRECT,
+        "ex1/a rival between your statements": Outcome.INCORRECT,
+        "ex1/six racing processes": Outcome.PASSED,
+        "ex1/no safety fault": Outcome.PASSED,
     }
     # The course's public checks all pass: the flaw shows only on a hidden check's inputs.
     public = [c for c in ex1.checks if not c.hidden]
     assert public  # labkit.course.exercises.checks is present: its public checks run at grading
-    assert all(c.outcome is GradedOutcome.PASSED for c in public)
+    assert all(c.outcome is Outcome.PASSED for c in public)
     public_points = sum(c.max_points for c in public)
     assert (ex1.points, ex1.max_points) == (6.0 + public_points, 12.0 + public_points)
     # ex1-demo shows claim_and_delete at work and declares no checks of its own, so its output
     # counts only once every check of ex1 passed: the hidden checks did not.
     demo = next(c for e in sub.exercises for c in e.checks if c.name == "outputs/ex1-demo")
-    assert demo.outcome is GradedOutcome.NOT_ATTEMPTED and "claims in sequence" in demo.message
+    assert demo.outcome is Outcome.NOT_ATTEMPTED and "claims in sequence" in demo.message
     assert (sub.points, sub.max_points) == (7.0 + public_points, 14.0 + public_points)
 
 
@@ -190,10 +191,10 @@ def test_ex2_and_ex5_hidden_checks_see_what_the_public_ones_cannot(graded: Grade
     ):
         checks = sections[exercise].checks
         assert [c for c in checks if not c.hidden]  # the public checks ran too
-        wrong = {c.name: c for c in checks if c.outcome is not GradedOutcome.PASSED}
+        wrong = {c.name: c for c in checks if c.outcome is not Outcome.PASSED}
         assert list(wrong) == [f"{exercise}/{failing}"]
         check = wrong[f"{exercise}/{failing}"]
-        assert check.hidden and check.outcome is GradedOutcome.INCORRECT
+        assert check.hidden and check.outcome is Outcome.INCORRECT
         assert check.message.startswith(f"{exercise} · {failing}: ") and said in check.message
         assert ", but " in check.message and "Next: " in check.message
     fresh = next(
@@ -201,7 +202,7 @@ def test_ex2_and_ex5_hidden_checks_see_what_the_public_ones_cannot(graded: Grade
     )
     for section in fresh.exercises:
         if section.id in ("ex2", "ex5"):
-            assert {c.outcome for c in section.checks} == {GradedOutcome.NOT_ATTEMPTED}
+            assert {c.outcome for c in section.checks} == {Outcome.NOT_ATTEMPTED}
             assert any(c.hidden for c in section.checks)
 
 
@@ -220,7 +221,7 @@ def test_changed_cells_are_named_in_the_feedback(graded: Graded) -> None:
     assert "cell `intro` was changed from markdown to code" in text
     assert "was added" in text
     reshaped = _checks(_report(out, "reshaped"), "ex1")
-    assert reshaped["ex1/six racing processes"] is GradedOutcome.PASSED
+    assert reshaped["ex1/six racing processes"] is Outcome.PASSED
 
 
 def test_a_loop_a_memory_bomb_and_shadowed_builtins_do_not_stop_grading(
@@ -231,7 +232,7 @@ def test_a_loop_a_memory_bomb_and_shadowed_builtins_do_not_stop_grading(
     assert any("did not finish within the time limit" in n for n in loop.notices)
     assert any("ran out of memory: MemoryError" in n for n in memory.notices)
     for sub in (loop, memory, _report(out, "shadows")):
-        assert set(_checks(sub, "ex1").values()) == {GradedOutcome.PASSED}
+        assert set(_checks(sub, "ex1").values()) == {Outcome.PASSED}
 
 
 @pytest.mark.parametrize("stem", ["exit", "crash"])
@@ -242,10 +243,10 @@ def test_a_dead_kernel_fails_the_outputs_after_it_and_not_the_checks(
     sub = _report(out, stem)
     assert sub.status == "graded"
     outputs = {c.name: c.outcome for e in sub.exercises if e.id == "outputs" for c in e.checks}
-    assert set(outputs.values()) == {GradedOutcome.DID_NOT_RUN}
+    assert set(outputs.values()) == {Outcome.DID_NOT_RUN}
     # The checks run in a worker of their own, from the answer cells: the kernel's death does
     # not reach them.
-    assert set(_checks(sub, "ex1").values()) == {GradedOutcome.PASSED}
+    assert set(_checks(sub, "ex1").values()) == {Outcome.PASSED}
     assert any("the kernel died" in n for n in sub.notices)
     text = (out / "submissions" / f"{stem}.feedback.txt").read_text()
     assert "did not run" in text and "All checks passed" not in text
@@ -271,9 +272,7 @@ def test_feedback_has_no_ansi_no_hidden_source_and_no_false_all_passed(
     for sub in _batch(out).submissions:
         feedback = report.feedback(sub)
         hidden_failed = any(
-            c.hidden and c.outcome is not GradedOutcome.PASSED
-            for e in sub.exercises
-            for c in e.checks
+            c.hidden and c.outcome is not Outcome.PASSED for e in sub.exercises for c in e.checks
         )
         if hidden_failed:
             assert "all" not in feedback.lower().split("passed")[0][-20:]

@@ -350,7 +350,7 @@ def test_the_checker_runs_them_after_the_public_checks(scratch: Path) -> None:
     assert reference is not None
     checker = Checker(
         namespace=dict,
-        hidden={e: GRADED[e].checks() for e in IDS},
+        extra_checks={e: GRADED[e].checks() for e in IDS},
         reference={"ex2": {"url_elicitation": url_elicitation}},
         settings=CheckSettings(tmp_parent=scratch, examples=12),
         hints=HintState(),

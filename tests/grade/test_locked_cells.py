@@ -14,9 +14,9 @@ from nbformat import NotebookNode
 
 from grade.grade_helpers import learner, solution, solved, with_cell, with_source, write
 from labkit.course.exercises.checks import SAFETY_CHECK
+from labkit.course.exercises.trial import Outcome
 from labkit.grade import grader
 from labkit.grade.kernel import KernelRunner, Limits, sandbox_mode, write_kernelspec
-from labkit.grade.report import GradedOutcome as Outcome
 from labkit.grade.report import SubmissionReport
 
 DEBUG_ANSWER = (

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from grade.grade_helpers import CASE_FOLDED, FIXTURES, InProcessWorkers, solved, with_source, write
-from labkit.course.exercises.trial import Check, Contract, Exercise, Fail, Trial
+from labkit.course.exercises.trial import Check, Contract, Exercise, Fail, Outcome, Trial
 from labkit.grade import batch, classview, grader, report
 from labkit.grade.deadline import Deadline
 from labkit.grade.graded_exercises import GradedExercise
 from labkit.grade.kernel import CellRun, CellStatus, Execution
-from labkit.grade.report import GradedOutcome, SubmissionReport
+from labkit.grade.report import SubmissionReport
 
 # What a kernel cell would have shown under the old in-kernel checks: a "passed" result.
 FORGED_RESULT = {
@@ -110,7 +110,7 @@ def test_kernel_outputs_never_score_a_check(tmp_path: Path, course: grader.Cours
     stub += "    raise NotImplementedError\n"
     sub = graded(tmp_path, course, FakeRunner(runs), answer=stub)
     ex1 = next(e for e in sub.exercises if e.id == "ex1")
-    assert [c.outcome for c in ex1.checks] == [GradedOutcome.NOT_ATTEMPTED]
+    assert [c.outcome for c in ex1.checks] == [Outcome.NOT_ATTEMPTED]
     assert ex1.points == 0
 
 
@@ -123,7 +123,7 @@ def test_checks_the_worker_could_not_run_are_failed_never_passed(
     ):
         sub = graded(tmp_path / said, course, FakeRunner(learner_runs(LEARNER)), workers)
         ex1 = next(e for e in sub.exercises if e.id == "ex1")
-        assert [c.outcome for c in ex1.checks] == [GradedOutcome.DID_NOT_RUN]
+        assert [c.outcome for c in ex1.checks] == [Outcome.DID_NOT_RUN]
         assert ex1.points == 0 and said in ex1.checks[0].message
     no_workers = grader.grade(
         write(tmp_path / "bare", "replay.ipynb", solved("replay")),
@@ -132,16 +132,16 @@ def test_checks_the_worker_could_not_run_are_failed_never_passed(
         scratch_root=tmp_path,
     )
     ex1 = next(e for e in no_workers.exercises if e.id == "ex1")
-    assert {c.outcome for c in ex1.checks} == {GradedOutcome.DID_NOT_RUN}
+    assert {c.outcome for c in ex1.checks} == {Outcome.DID_NOT_RUN}
 
 
 def test_a_kernel_that_died_stops_no_check(tmp_path: Path, course: grader.Course) -> None:
     runs = learner_runs(2) + [CellRun(CellStatus.DEAD)]
     sub = graded(tmp_path, course, FakeRunner(runs, problem="the kernel died"))
     ex1 = next(e for e in sub.exercises if e.id == "ex1")
-    assert [c.outcome for c in ex1.checks] == [GradedOutcome.PASSED]
+    assert [c.outcome for c in ex1.checks] == [Outcome.PASSED]
     outputs = next(e for e in sub.exercises if e.id == "outputs")
-    assert {c.outcome for c in outputs.checks} == {GradedOutcome.DID_NOT_RUN}
+    assert {c.outcome for c in outputs.checks} == {Outcome.DID_NOT_RUN}
     assert any("the kernel died" in n for n in sub.notices)
 
 
@@ -158,16 +158,16 @@ def test_a_kernel_that_never_started_is_an_error_entry(
     assert batch.exit_code(report.batch([sub], 1.0)) == batch.GRADER_FAILED
 
 
-def make_report(outcomes: Sequence[GradedOutcome], hidden: bool = True) -> SubmissionReport:
+def make_report(outcomes: Sequence[Outcome], hidden: bool = True) -> SubmissionReport:
     checks = [
         report.CheckScore(
             name=f"ex1/c{i}",
             title=f"check {i}",
             hidden=hidden,
             outcome=o,
-            points=1.0 if o is GradedOutcome.PASSED else 0.0,
+            points=1.0 if o is Outcome.PASSED else 0.0,
             max_points=1.0,
-            message="" if o is GradedOutcome.PASSED else f"expected {i}, got nothing",
+            message="" if o is Outcome.PASSED else f"expected {i}, got nothing",
         )
         for i, o in enumerate(outcomes)
     ]
@@ -184,17 +184,17 @@ def make_report(outcomes: Sequence[GradedOutcome], hidden: bool = True) -> Submi
 
 
 def test_feedback_never_says_all_passed_when_a_hidden_check_failed() -> None:
-    text = report.feedback(make_report([GradedOutcome.PASSED, GradedOutcome.INCORRECT]))
+    text = report.feedback(make_report([Outcome.PASSED, Outcome.INCORRECT]))
     assert "All checks passed" not in text
     assert "Hidden checks (run only at grading): 1 of 2 passed." in text
     assert "  [incorrect] check 1 (hidden, 0/1)\n      | expected 1, got nothing\n" in text
     assert "All checks passed, hidden checks included." in report.feedback(
-        make_report([GradedOutcome.PASSED, GradedOutcome.PASSED])
+        make_report([Outcome.PASSED, Outcome.PASSED])
     )
 
 
 def test_junit_has_one_testcase_per_check() -> None:
-    reports = [make_report([GradedOutcome.PASSED, GradedOutcome.DID_NOT_RUN, GradedOutcome.ERROR])]
+    reports = [make_report([Outcome.PASSED, Outcome.DID_NOT_RUN, Outcome.ERROR])]
     reports.append(SubmissionReport.failed("bad.ipynb", "bad.ipynb: corrupt notebook"))
     root = ET.fromstring(report.junit(reports))
     first, second = root.findall("testsuite")
@@ -209,8 +209,8 @@ def test_junit_has_one_testcase_per_check() -> None:
 
 def test_summary_and_exit_codes() -> None:
     good, low = (
-        make_report([GradedOutcome.PASSED] * 4),
-        make_report([GradedOutcome.PASSED, GradedOutcome.INCORRECT]),
+        make_report([Outcome.PASSED] * 4),
+        make_report([Outcome.PASSED, Outcome.INCORRECT]),
     )
     result = report.batch([good, low], 3.0)
     assert result.mean_percent == 75.0 and batch.exit_code(result) == 0
@@ -266,9 +266,9 @@ def test_public_checks_are_scored_beside_the_hidden_ones(
     sub = graded(tmp_path, with_public(course), FakeRunner(), answer=answer)
     ex1 = sub.exercises[0]
     assert [(c.name, c.hidden, c.outcome) for c in ex1.checks] == [
-        ("ex1/public/claims once", False, GradedOutcome.PASSED),
-        ("ex1/public/replay refused", False, GradedOutcome.INCORRECT),
-        ("ex1/answers", True, GradedOutcome.PASSED),
+        ("ex1/public/claims once", False, Outcome.PASSED),
+        ("ex1/public/replay refused", False, Outcome.INCORRECT),
+        ("ex1/answers", True, Outcome.PASSED),
     ]
     assert (ex1.points, ex1.max_points) == (4.0, 5.0)
     assert ex1.checks[1].message.startswith("ex1 · replay refused: a refusal, but a claim")
@@ -281,7 +281,7 @@ def test_an_answer_that_raises_is_an_error_in_your_code(
     answer += "    raise ValueError('no table named claims')\n"
     sub = graded(tmp_path, with_public(course), FakeRunner(), answer=answer)
     refused = next(c for c in sub.exercises[0].checks if c.title == "replay refused")
-    assert refused.outcome is GradedOutcome.ERROR and refused.points == 0
+    assert refused.outcome is Outcome.ERROR and refused.points == 0
     assert "ValueError: no table named claims" in refused.message
     assert "Traceback" not in refused.message or "<answer cell>" in refused.message
 
@@ -306,7 +306,7 @@ def test_a_stub_gains_no_point_from_an_output_that_shows_it_at_work(
         assert outputs["outputs/ex1-demo"].points == demo
         found[demo] = outputs["outputs/ex1-demo"]
     assert "counts once the checks of what it shows pass ('answers')" in found[0.0].message
-    assert found[0.0].outcome is GradedOutcome.NOT_ATTEMPTED
+    assert found[0.0].outcome is Outcome.NOT_ATTEMPTED
 
 
 def test_cli_refuses_bad_arguments_with_a_message(
@@ -324,11 +324,9 @@ def test_cli_refuses_bad_arguments_with_a_message(
 
 
 def test_class_view_counts_failures_among_the_submissions_that_have_the_exercise() -> None:
-    other = make_report([GradedOutcome.PASSED]).model_copy(update={"exercises": []})
+    other = make_report([Outcome.PASSED]).model_copy(update={"exercises": []})
     broken = SubmissionReport.failed("<b>bad</b>.ipynb", "<b>bad</b>.ipynb: corrupt notebook")
-    page = classview.render(
-        report.batch([make_report([GradedOutcome.INCORRECT]), other, broken], 1.0)
-    )
+    page = classview.render(report.batch([make_report([Outcome.INCORRECT]), other, broken], 1.0))
     assert "<td>check 0</td><td class=n>1 of 1</td>" in page
     assert "&lt;b&gt;bad&lt;/b&gt;.ipynb" in page and "<b>bad" not in page
     assert ">0%</text>" in page  # ex1's bar

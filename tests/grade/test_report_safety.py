@@ -15,11 +15,11 @@ import pytest
 
 from grade.grade_helpers import FIXTURES, learner, solved, write
 from labkit import cli
+from labkit.course.exercises.trial import Outcome
 from labkit.grade import batch, classroom, classview, grader, report
 from labkit.grade.deadline import Deadline
 from labkit.grade.kernel import CellRun, CellStatus, Execution
 from labkit.grade.report import CheckScore, SubmissionReport
-from labkit.grade.report import GradedOutcome as Outcome
 
 HOSTILE = [
     "NUL \x00 here",

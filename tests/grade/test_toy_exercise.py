@@ -17,9 +17,10 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from grade.grade_helpers import write
 from labkit.course.exercises import registry
+from labkit.course.exercises.trial import Outcome
 from labkit.grade import graded_exercises, grader
 from labkit.grade.kernel import KernelRunner
-from labkit.grade.report import GradedOutcome, SubmissionReport
+from labkit.grade.report import SubmissionReport
 
 UNIT = """
 from labkit.course.exercises.trial import Check, Contract, Exercise, Fail, Rule, Safety, Trial
@@ -127,9 +128,9 @@ def test_the_solution_scores_full_marks_end_to_end(
     exercise = next(e for e in report.exercises if e.id == "ex9")
     names = [(c.name, c.outcome) for c in exercise.checks]
     assert names == [
-        ("ex9/public/doubles", GradedOutcome.PASSED),
-        ("ex9/any integer", GradedOutcome.PASSED),
-        ("ex9/no safety fault", GradedOutcome.PASSED),
+        ("ex9/public/doubles", Outcome.PASSED),
+        ("ex9/any integer", Outcome.PASSED),
+        ("ex9/no safety fault", Outcome.PASSED),
     ], report
     assert report.percent == 100
 
@@ -144,7 +145,7 @@ def test_the_learner_copy_and_a_wrong_answer_lose_points(
     wrong = grade(course, runner, work, "def double(x):\n    return 42\n")
     checks = next(e for e in wrong.exercises if e.id == "ex9").checks
     hidden = next(c for c in checks if c.name == "ex9/any integer")
-    assert hidden.outcome is GradedOutcome.INCORRECT
+    assert hidden.outcome is Outcome.INCORRECT
     assert "double(-3) should return -6" in hidden.message
     assert 0 < wrong.percent < 100
 

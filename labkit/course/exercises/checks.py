@@ -2,7 +2,7 @@
 outcome; `check()` and `hint()` for notebooks.
 
 Owns: `CheckResult`/`CheckReport` (what a learner reads and a grader records), `Checker` (the
-registry it reads, where learner names are looked up, hidden checks, bounds, hint state),
+registry it reads, where learner names are looked up, extra checks, bounds, hint state),
 `run_check`, graded hints, and `check()`/`hint()` over the default registry.
 
 A message names the check, says what was expected and what happened, and gives one next step
@@ -12,7 +12,8 @@ hidden checks run at grading (otter #138).
 The grader reuses these definitions through `run_checks`: `Exercise.checks` are the public
 checks, the hidden ones come from the module the exercise names (`Exercise.hidden`, imported
 by the grader only), and the reference answer runs beside the learner's for the differential
-ones. `Checker(hidden=..., reference=...)` does the same in one process (tests);
+ones. A check is hidden when it says so (`Check.hidden`), wherever it runs.
+`Checker(extra_checks=..., reference=...)` runs the hidden checks in one process (tests);
 `Checker.check(..., **implementations)` runs against explicit implementations instead of the
 notebook's namespace.
 
@@ -382,22 +383,23 @@ class InProcessRunner:
 
 class Checker:
     """Runs checks. Every collaborator is injectable: the registry, where learner names are
-    looked up, hidden checks and the reference answers they compare with, time bounds and the
-    hint state."""
+    looked up, checks to run after an exercise's public ones (`extra_checks`, by exercise id:
+    the hidden checks, each saying so itself) and the reference answers they compare with,
+    time bounds and the hint state."""
 
     def __init__(
         self,
         registry: Mapping[str, Exercise] | None = None,
         *,
         namespace: Callable[[], Mapping[str, Any]] = main_namespace,
-        hidden: Mapping[str, Sequence[Check]] | None = None,
+        extra_checks: Mapping[str, Sequence[Check]] | None = None,
         reference: Mapping[str, Mapping[str, Any]] | None = None,
         settings: CheckSettings | None = None,
         hints: HintState | None = None,
     ) -> None:
         self._registry = EXERCISES if registry is None else registry
         self._namespace = namespace
-        self._hidden = dict(hidden or {})
+        self._extra_checks = dict(extra_checks or {})
         # The reference answers' functions by exercise (differential hidden checks need them).
         self._reference = dict(reference or {})
         self.settings = settings or CheckSettings()
@@ -423,15 +425,14 @@ class Checker:
                 exercise.id, exercise.title, (), available=False, note=exercise.pending
             )
         found, missing = self._find(exercise, implementations)
-        public = [(c, False) for c in exercise.checks]
-        hidden = [(c, True) for c in self._hidden.get(exercise.id, ())]
+        checks = [*exercise.checks, *self._extra_checks.get(exercise.id, ())]
         reference = self._reference.get(exercise.id)
         shared: dict[str, Any] = {}
         results = []
-        for c, is_hidden in public + hidden:
+        for c in checks:
             if missing:
                 text = missing_message(missing[0])
-                result = _result(exercise, c, Outcome.NOT_ATTEMPTED, text, is_hidden)
+                result = _result(exercise, c, Outcome.NOT_ATTEMPTED, text, c.hidden)
             else:
                 runner = InProcessRunner(found)
                 result = run_check(
@@ -440,7 +441,6 @@ class Checker:
                     runner,
                     self.settings,
                     shared,
-                    hidden=is_hidden,
                     reference=None if reference is None else InProcessRunner(reference),
                 )
             log.info("%s · %s: %s", exercise.id, c.name, result.outcome.value)
@@ -567,13 +567,11 @@ def run_check(
     settings: CheckSettings,
     shared: dict[str, Any] | None = None,
     *,
-    hidden: bool = False,
     reference: CheckRunner | None = None,
 ) -> CheckResult:
     """Run one check against the learner's functions behind `runner` (and the reference's
-    behind `reference`); its fixtures are cleaned up after. No message names the judge's own
-    folders: they read `<tmp>`."""
-    hidden = hidden or check.hidden
+    behind `reference`); its fixtures are cleaned up after. The result is hidden when the
+    check is (`Check.hidden`). No message names the judge's own folders: they read `<tmp>`."""
     shown: Mapping[str, str] = {}
     with ExitStack() as stack:
         shared = {} if shared is None else shared
@@ -581,7 +579,7 @@ def run_check(
         try:
             fail = check.run(trial)
         except Stop as stop:
-            return _result(exercise, check, stop.outcome, _scrub(stop.detail, trial), hidden)
+            return _result(exercise, check, stop.outcome, _scrub(stop.detail, trial), check.hidden)
         except Tampered as tampered:
             trial.unsafe(f"the check's files were tampered with ({tampered})")
             text = (
@@ -589,7 +587,7 @@ def run_check(
                 "change the check's files. Next: leave the files the check gives you where "
                 "they are, and change nothing outside them"
             )
-            return _result(exercise, check, Outcome.INCORRECT, _scrub(text, trial), hidden)
+            return _result(exercise, check, Outcome.INCORRECT, _scrub(text, trial), check.hidden)
         except Exception as exc:
             # A bug in the check itself, not in the learner's code: say so plainly.
             log.exception("%s · %s: the check itself failed", exercise.id, check.name)
@@ -597,19 +595,19 @@ def run_check(
                 f"the check itself failed ({exception_line(exc)}), so it could not judge your "
                 "code. Next: re-run the cell; if it happens again, report it to the course team."
             )
-            return _result(exercise, check, Outcome.ERROR, text, hidden)
+            return _result(exercise, check, Outcome.ERROR, text, check.hidden)
         shown = trial.shown
     if fail is None:
-        return _result(exercise, check, Outcome.PASSED, "passed", hidden)
+        return _result(exercise, check, Outcome.PASSED, "passed", check.hidden)
     if isinstance(fail, Pass):
-        return _result(exercise, check, Outcome.PASSED, f"passed ({fail.note})", hidden)
+        return _result(exercise, check, Outcome.PASSED, f"passed ({fail.note})", check.hidden)
     if fail.safety:
         shared.setdefault(SAFETY_FAULTS, []).append(f"{check.name}: {fail.safety}")
     got = fail.got.rstrip()
     # A traceback ends the text verbatim (no period glued onto Python's message).
     sep = "\n" if "\n" in got else ". "
     text = f"{fail.expected}, but {got}{sep}Next: {fail.next_step.rstrip('.')}."
-    return _result(exercise, check, fail.outcome, _replace(text, shown), hidden)
+    return _result(exercise, check, fail.outcome, _replace(text, shown), check.hidden)
 
 
 def _scrub(text: str, trial: Trial) -> str:

@@ -1,4 +1,4 @@
-"""What an exercise is written with: the four outcomes, the `Exercise`/`Check` registry
+"""What an exercise is written with: the five outcomes, the `Exercise`/`Check` registry
 types, what a check function returns (`Fail`, `Pass`), and `Trial`, what one check run sees.
 
 Owns: `Outcome`, `Exercise`, `Check`, `Fail`, `Pass`, `CheckSettings`, the `CheckRunner` protocol
@@ -7,10 +7,11 @@ its bounded calls into learner code (`call_bounded`, `Returned`, `Raised`: data,
 objects; arguments are data and the markers of `labkit.course.exercises.calls`), and the stub
 and missing-name messages.
 
-Each check ends in exactly one outcome (Kaggle Learn's learntools has the same four): *not
-attempted* (the name is undefined, or the starter stub still raises `NotImplementedError`),
-*incorrect* (it ran and the result is wrong), *error in your code* (the learner's exception,
-with only the learner's frames), *passed*.
+Each check ends in exactly one outcome. Four a learner meets (Kaggle Learn's learntools has the
+same four): *not attempted* (the name is undefined, or the starter stub still raises
+`NotImplementedError`), *incorrect* (it ran and the result is wrong), *error in your code* (the
+learner's exception, with only the learner's frames), *passed*; and one only grading gives:
+*did not run* (the check could not run, so it never passed).
 
 Outcomes for exceptions, one rule every check follows (through `Trial.raised_instead`):
 
@@ -78,7 +79,7 @@ SAFETY_FAULTS = "safety faults"
 
 
 class Outcome(enum.Enum):
-    """How one check ended: exactly one of four."""
+    """How one check ended: exactly one of five (the last at grading only)."""
 
     PASSED = "passed"
     INCORRECT = "incorrect"
@@ -125,7 +126,8 @@ class Check:
     `expects` is one line saying what the learner's code should do here: it starts the
     message when the code raises or hangs. `on_error` is the next step for an exception the
     contract never calls for (the outcome rule in the module docstring); the default says
-    Python's error text can be searched only for Python's own exceptions."""
+    Python's error text can be searched only for Python's own exceptions. `hidden` marks a
+    check the grader runs and the learner never sees (its result is hidden, wherever it runs)."""
 
     name: str
     run: Callable[[Trial], Fail | Pass | None]

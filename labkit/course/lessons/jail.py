@@ -23,7 +23,7 @@ from typing import Final
 
 import landlockpy
 
-from labkit.sandbox import Mode
+from labkit.sandbox import SandboxMode
 
 DEFAULT_TIMEOUT_SECONDS: Final = 30.0
 
@@ -105,7 +105,7 @@ def _make_tree(base: Path) -> tuple[Path, Path]:
     return ws, outside
 
 
-def sandbox_trial(mode: Mode, *, timeout: float = DEFAULT_TIMEOUT_SECONDS) -> SandboxTrial:
+def sandbox_trial(mode: SandboxMode, *, timeout: float = DEFAULT_TIMEOUT_SECONDS) -> SandboxTrial:
     """Run the attempts in a fresh child process with the sandbox in `mode` ("off",
     "best_effort" or "required"); RuntimeError if the child fails or times out."""
     with tempfile.TemporaryDirectory(prefix="labkit-jail-") as scratch:

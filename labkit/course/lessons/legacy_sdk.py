@@ -53,7 +53,7 @@ PRINCIPAL: Final = "alice"  # whom `labkit serve` acts for over stdio in the dem
 DEFAULT_TIMEOUT_SECONDS: Final = 60.0
 _JOIN_SECONDS: Final = 10.0
 
-Answer = Callable[[dict[str, Any]], Mapping[str, Any]]
+ElicitationHandler = Callable[[dict[str, Any]], Mapping[str, Any]]
 """`answer(params) -> elicitation result`: the params of one live `elicitation/create` as on
 the wire (`message`, `requestedSchema`, ...), answered with `{"action": ..., "content": ...}`."""
 
@@ -99,7 +99,7 @@ class LegacyTranscript:
 
 def run_legacy_session(
     calls: Sequence[tuple[str, Mapping[str, Any]]],
-    answer: Answer,
+    answer: ElicitationHandler,
     *,
     roots: Sequence[str] = (),
     command: Sequence[str] | None = None,
@@ -191,7 +191,7 @@ class _Pipes:
 
 
 class _Session:
-    def __init__(self, answer: Answer, roots: list[types.Root]) -> None:
+    def __init__(self, answer: ElicitationHandler, roots: list[types.Root]) -> None:
         self.answer = answer
         self.roots = roots
         self.elicitations: list[dict[str, Any]] = []

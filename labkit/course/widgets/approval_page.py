@@ -11,6 +11,7 @@ the MCP client here either.
 
 Does not own consent itself: links, grants and their rules are `labkit.url_mode`'s. Nothing
 in the protocol core may import this module.
+Must not import the grader.
 """
 
 from __future__ import annotations

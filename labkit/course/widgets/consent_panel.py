@@ -10,6 +10,7 @@ its own records on the retry). Open hands the URL to the opener and nothing more
 pressed once the user is done on the page, sends `accept` (at 2026-07-28 the client learns the
 outcome only by retrying). An opener that returns a widget (the course's in-notebook consent
 page) has it shown under the panel. Nothing in the protocol core may import this module.
+Must not import the grader.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from urllib.parse import SplitResult, urlsplit
 
 import ipywidgets as widgets
 
-from labkit.course.widgets.elicitation_form import Answer, OneAnswer
+from labkit.course.widgets.elicitation_form import ElicitationResult, OneAnswer
 
 Opener = Callable[[str], object]
 
@@ -164,7 +165,7 @@ class UrlConsent(OneAnswer, widgets.VBox):  # type: ignore[misc]
         self.continue_button.disabled = False
         self.status.value = html.escape(OPENED)
 
-    def accept(self) -> Answer:
+    def accept(self) -> ElicitationResult:
         """Continue was clicked (the page is opened first if it was not): answer `accept`,
         which tells the server only that the user agreed to open the page."""
         if self.answer is not None:

@@ -18,6 +18,7 @@ Choices the schema leaves open, made once here:
   explicit empty choice that omits the field.
 - Nothing is clamped or repaired: a value out of range, too long or in the wrong format stays
   as typed and the accept is refused with a message under the field.
+Must not import the grader.
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ import ipywidgets as widgets
 
 from labkit import forms
 
-Answer = dict[str, Any]
-AnswerCallback = Callable[[Answer], object]
+ElicitationResult = dict[str, Any]
+"""What the user answered to one elicitation, as on the wire: `{"action": "accept", "content":
+{...}}`, `{"action": "decline"}` or `{"action": "cancel"}`."""
+AnswerCallback = Callable[[ElicitationResult], object]
 
 EMPTY_CHOICE = "(no choice)"
 MISSING_MESSAGE = "required: fill this in"
@@ -276,16 +279,16 @@ class OneAnswer:
     Subclasses set `answer = None`, `_callbacks = []`, `buttons` and `status` in `__init__`.
     """
 
-    answer: Answer | None
+    answer: ElicitationResult | None
     _callbacks: list[AnswerCallback]
     buttons: tuple[Any, ...]
     status: Any
 
-    def decline(self) -> Answer:
+    def decline(self) -> ElicitationResult:
         """The user explicitly refused: terminal, the server mutates nothing."""
         return self.answer if self.answer is not None else self._finish({"action": "decline"})
 
-    def cancel(self) -> Answer:
+    def cancel(self) -> ElicitationResult:
         """The user dismissed the request: nothing happens, a later retry stays possible."""
         return self.answer if self.answer is not None else self._finish({"action": "cancel"})
 
@@ -305,7 +308,7 @@ class OneAnswer:
             button.disabled = False
         self.status.value = html.escape(note)
 
-    def _finish(self, answer: Answer, status: str = "") -> Answer:
+    def _finish(self, answer: ElicitationResult, status: str = "") -> ElicitationResult:
         self.answer = answer
         for button in self.buttons:
             button.disabled = True
@@ -384,7 +387,7 @@ class ElicitationForm(OneAnswer, widgets.VBox):  # type: ignore[misc]
 
     # -- the three answers ---------------------------------------------------------------
 
-    def accept(self) -> Answer | None:
+    def accept(self) -> ElicitationResult | None:
         """Validate every field; answer `accept` with the filled ones, or show the errors."""
         if self.answer is not None:
             return self.answer

@@ -15,6 +15,7 @@ panels work again for the same `requestState`.
 Does not own the protocol: the host builds requests, keeps `requestState` byte-exact and
 retries with a new id (docs/LESSON.md section 4). Nothing in the protocol core may import
 this module.
+Must not import the grader.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar
 import ipywidgets as widgets
 
 from labkit.course.widgets.consent_panel import Opener, UrlConsent
-from labkit.course.widgets.elicitation_form import Answer, ElicitationForm
+from labkit.course.widgets.elicitation_form import ElicitationForm, ElicitationResult
 
 Result = dict[str, Any]
 Panel = ElicitationForm | UrlConsent
@@ -123,7 +124,7 @@ class LiveCall(Generic[P]):
         self.rounds: list[P] = []
         self.panels: dict[str, Panel] = {}
         self._opener = opener
-        self._sent: dict[str, Answer] = {}
+        self._sent: dict[str, ElicitationResult] = {}
 
     @property
     def done(self) -> bool:
@@ -167,16 +168,16 @@ class LiveCall(Generic[P]):
 
     def _arm(self, pending: P, note: Callable[[Panel], str] | None) -> None:
         """Collect this round's answers from the shown panels (re-armed with `note` first)."""
-        answers: dict[str, Answer] = {}
+        answers: dict[str, ElicitationResult] = {}
         for key, panel in self.panels.items():
             if note is not None:
                 panel.reopen(note(panel))
             panel.on_answer(self._collector(pending, answers, key))
 
     def _collector(
-        self, pending: P, answers: dict[str, Answer], key: str
-    ) -> Callable[[Answer], None]:
-        def collect(answer: Answer) -> None:
+        self, pending: P, answers: dict[str, ElicitationResult], key: str
+    ) -> Callable[[ElicitationResult], None]:
+        def collect(answer: ElicitationResult) -> None:
             answers[key] = answer
             # Retry once, when the last entry of the round is answered (same keys back).
             if len(answers) == len(pending.input_requests):
@@ -184,7 +185,7 @@ class LiveCall(Generic[P]):
 
         return collect
 
-    def _resume(self, pending: P, answers: dict[str, Answer], button: Any) -> None:
+    def _resume(self, pending: P, answers: dict[str, ElicitationResult], button: Any) -> None:
         if button is not None:
             button.disabled = True
         self._sent = dict(answers)

@@ -10,6 +10,7 @@ A quiz is plain data first: `explanation(index)` returns the chosen option's exp
 a grader waits on). Where widgets render, the quiz shows as radio buttons whose labels wrap,
 with the verdict and the reason under them as soon as an option is chosen; where they do not, as
 a Markdown list of the options and the one call that shows an option's feedback.
+Imports nothing from labkit.
 """
 
 from __future__ import annotations

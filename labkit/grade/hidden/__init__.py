@@ -7,4 +7,5 @@ markers from `labkit.course.exercises.calls`, never live objects) and its answer
 decoded by exact type. The grader runs them in its own process with `run_checks`, against the
 check worker (a `CheckRunner`) and the reference answer; never copied into learner notebooks
 or the worker. Feedback carries a check's name, outcome and message (expected, got, next step).
+Imports nothing.
 """

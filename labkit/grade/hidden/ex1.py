@@ -14,6 +14,7 @@ they grade is one the task states and a public check already shows
   rival that got in, the reference's run with the rival first is as right).
 - One race: six racers, each with its own worker process and connection and a note of its
   own, claim one nonce at once, in two rounds; exactly one may win and one note go.
+Must not import the kernel runner or the command line.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ and compare what a caller sees: the entry by exact type, the refusal's type, cod
 the capabilities after each call, and whether the second call handed out the first call's
 object again. They add inputs, not rules: each rule is one the task states and a public check
 shows (`labkit.course.exercises.ex2_url`).
+Must not import the kernel runner or the command line.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ writer that moves the note just before one of the learner's statements. Compared
 by exact type, the transaction left open, the notes left with their URIs. They add inputs, not
 rules: each rule is one the task states and a public check shows
 (`labkit.course.exercises.ex3_notes`).
+Must not import the kernel runner or the command line.
 """
 
 from __future__ import annotations

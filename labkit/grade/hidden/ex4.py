@@ -11,6 +11,7 @@ A link that leads nowhere (dangling, or a loop) may be refused with PermissionEr
 the OSError or RuntimeError resolving it raises, as the task says. They add inputs, not rules:
 each rule is one the task states and a public check shows
 (`labkit.course.exercises.ex4_symlinks`).
+Must not import the kernel runner or the command line.
 """
 
 from __future__ import annotations

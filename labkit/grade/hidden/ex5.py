@@ -10,6 +10,7 @@ not know, params of another type) and the same id functions (ids scripted so the
 count up, ints or strings), and compares what a caller sees: the pairs by exact type, how many
 ids each function handed out, and the map after the call. They add inputs, not rules: each rule
 is one the task states and a public check shows (`labkit.course.exercises.ex5_legacy`).
+Must not import the kernel runner or the command line.
 """
 
 from __future__ import annotations
