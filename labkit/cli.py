@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -393,6 +394,10 @@ def _run_grade(args: argparse.Namespace) -> int:
         return 2
     learner_copies = args.learner_copies or args.solutions.parent / "notebooks"
     course_version = version.course_version(args.solutions, learner_copies, course.registry)
+    problem = _reports_folder_problem(args.out)
+    if problem:
+        print(f"labkit grade: {problem}", file=sys.stderr)
+        return 2
     try:
         version.check_reports_folder(args.out, course_version)
         jobs = jobs_for(limits, mode)
@@ -496,6 +501,10 @@ def _run_grade_merge(argv: Sequence[str]) -> int:
     except (shards.MergeError, version.VersionMismatch) as error:
         print(f"labkit grade merge: {error}", file=sys.stderr)
         return 2
+    problem = _reports_folder_problem(args.out)
+    if problem:
+        print(f"labkit grade merge: {problem}", file=sys.stderr)
+        return 2
     batch.write(merged, args.out, args.junit)
     print(batch.summary(merged))
     print(f"merged {len(args.reports)} shards: {args.out}/ (class view: {args.out / 'class.html'})")
@@ -549,6 +558,20 @@ def _run_course_table(args: argparse.Namespace) -> int:
     args.readme.write_text(current, encoding="utf-8")
     print(f"{args.readme}: exercise table written")
     return 0
+
+
+def _reports_folder_problem(out: Path) -> str:
+    """Why the reports cannot go to `out` (made when missing), or "": checked before any
+    grading, so a run never ends without its reports."""
+    if out.exists() and not out.is_dir():
+        return f"--out {out}: exists and is not a folder"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        return f"--out {out}: cannot be made ({error.strerror})"
+    if not os.access(out, os.W_OK | os.X_OK):
+        return f"--out {out}: not writable"
+    return ""
 
 
 def _run_course_mutants(args: argparse.Namespace) -> int:

@@ -326,3 +326,17 @@ def test_fail_under(tmp_path: Path) -> None:
     )
     assert cli.main([*args, "--fail-under", "95"]) == 1  # 14/21 with the public checks
     assert cli.main([*args, "--fail-under", "60"]) == 0
+
+
+def test_an_out_that_is_a_file_is_refused_before_grading(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(tmp_path / "subs", "replay.ipynb", solved("replay"))
+    taken = tmp_path / "grades"
+    taken.write_text("not a folder")
+    args = ["grade", str(tmp_path / "subs"), "--solutions", str(FIXTURES), "--out", str(taken)]
+    assert cli.main(args) == 2
+    said = capsys.readouterr()
+    assert f"--out {taken}: exists and is not a folder" in said.err
+    assert "containment" not in said.out  # refused before anything was graded
+    assert taken.read_text() == "not a folder"
