@@ -13,6 +13,7 @@ import base64
 import json
 import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ import yaml
 from labkit.grade.report import BatchReport
 from platforms.conftest import Image, Packaged
 from platforms.models import (
+    COURSE,
     Model,
     adversarial,
     assert_adversarial,
@@ -172,3 +174,27 @@ def test_the_job_is_red_when_grading_itself_fails(
     assert code != 0, said
     assert "result=" not in where["output"].read_text()
     assert not (where["repo"] / "grades" / "batch.json").exists()
+
+
+def test_a_learner_without_root_or_sudo_gets_a_practice_score(image: Image, tmp_path: Path) -> None:
+    """`labkit check` as a learner runs it: a plain account (the runner's, without sudo), a
+    checkout of its own with the learner copy solved: every public check and every compared
+    output passes, and nothing is written in the checkout unless asked."""
+    stem = "03-ex1-sqlite-replay-store"
+    # Outside pytest's folder (root's alone): the learner's own places, which it can reach.
+    learner, home = (Path(tempfile.mkdtemp(prefix=f"{name}-")) for name in ("learner", "home"))
+    try:
+        shutil.copytree(COURSE, learner / "solutions")
+        (learner / "notebooks").mkdir()
+        shutil.copyfile(COURSE / f"{stem}.ipynb", learner / "notebooks" / f"{stem}.ipynb")
+        owned(learner), owned(home)
+        before = sorted(p.relative_to(learner) for p in learner.rglob("*"))
+        env = {"PATH": f"/opt/labkit/bin:{SECURE_PATH}", "HOME": str(home), "LANG": "C.UTF-8"}
+        done = runner(image, tmp_path, sudo=False).run(
+            ["labkit", "check", f"notebooks/{stem}.ipynb"], env, cwd=str(learner)
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "(100%)" in done.stdout and "[passed] two processes race" in done.stdout
+        assert sorted(p.relative_to(learner) for p in learner.rglob("*")) == before
+    finally:
+        shutil.rmtree(learner), shutil.rmtree(home)
