@@ -394,15 +394,15 @@ def _run_grade(args: argparse.Namespace) -> int:
         return 2
     learner_copies = args.learner_copies or args.solutions.parent / "notebooks"
     course_version = version.course_version(args.solutions, learner_copies, course.registry)
-    problem = _reports_folder_problem(args.out)
-    if problem:
-        print(f"labkit grade: {problem}", file=sys.stderr)
-        return 2
     try:
         version.check_reports_folder(args.out, course_version)
         jobs = jobs_for(limits, mode)
     except (version.VersionMismatch, ContainmentUnavailable) as error:
         print(f"labkit grade: {error}", file=sys.stderr)
+        return 2
+    problem = _reports_folder_problem(args.out)
+    if problem:
+        print(f"labkit grade: {problem}", file=sys.stderr)
         return 2
     print(f"containment: {mode}: {jobs.description}")
     result = batch.run(
@@ -561,16 +561,15 @@ def _run_course_table(args: argparse.Namespace) -> int:
 
 
 def _reports_folder_problem(out: Path) -> str:
-    """Why the reports cannot go to `out` (made when missing), or "": checked before any
-    grading, so a run never ends without its reports."""
+    """Why the reports could not be written to `out`, or "": checked before any grading (and
+    without making anything), so a run never ends without its reports."""
     if out.exists() and not out.is_dir():
         return f"--out {out}: exists and is not a folder"
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        return f"--out {out}: cannot be made ({error.strerror})"
-    if not os.access(out, os.W_OK | os.X_OK):
-        return f"--out {out}: not writable"
+    where = next(p for p in (out.absolute(), *out.absolute().parents) if p.exists())
+    if not where.is_dir():
+        return f"--out {out}: {where} is not a folder"
+    if not os.access(where, os.W_OK | os.X_OK):
+        return f"--out {out}: {where} is not writable"
     return ""
 
 

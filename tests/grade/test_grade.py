@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -340,3 +342,19 @@ def test_an_out_that_is_a_file_is_refused_before_grading(
     assert f"--out {taken}: exists and is not a folder" in said.err
     assert "containment" not in said.out  # refused before anything was graded
     assert taken.read_text() == "not a folder"
+
+
+def test_an_out_in_a_folder_the_grader_cannot_write_is_refused(tmp_path: Path) -> None:
+    """As an unprivileged user: the reports' folder would be made where it may not write."""
+    notebook = write(tmp_path / "subs", "replay.ipynb", solved("replay"))
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o755)
+    tmp_path.chmod(0o755)
+    user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    user += ["--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"]
+    labkit_cli = [sys.executable, "-m", "labkit.cli", "grade", str(notebook), "--solutions"]
+    labkit_cli += [str(FIXTURES), "--out", str(locked / "out"), "--containment", "unconfined"]
+    done = subprocess.run([*user, *labkit_cli], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert f"--out {locked / 'out'}: {locked} is not writable" in done.stderr
+    assert not (locked / "out").exists()
