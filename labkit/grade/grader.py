@@ -201,11 +201,11 @@ class JobWorkers:
     bubblewrap container (no network, its own PID namespace, the same mount view as the
     kernel's) and through `launcher.prepare` (the same rlimits, drop to the job's uid and
     Landlock in `sandbox` mode). What differs from the kernel: the worker runs
-    `labkit.grade.worker`, not ipykernel, on a view of labkit that holds the building blocks
-    and none of labkit's implementations of the graded contracts (`answer_view`); and it has
-    no total deadline of its own, only a bound per call (`call_timeout`), per start
-    (`start_timeout`) and per race, each also bounded by what is left of the submission's
-    total time (`Deadline`)."""
+    `labkit.course.exercises.answers`, not ipykernel, on a view of labkit that holds the
+    building blocks and none of labkit's implementations of the graded contracts
+    (`answer_view`); and it has no total deadline of its own, only a bound per call
+    (`call_timeout`), per start (`start_timeout`) and per race, each also bounded by what is
+    left of the submission's total time (`Deadline`)."""
 
     jobs: Jobs
     sandbox: str = "required"
