@@ -72,7 +72,7 @@ from labkit.course.exercises.checks import (
     safety_result,
 )
 from labkit.course.exercises.folder import Tampered
-from labkit.course.exercises.race import RaceResult
+from labkit.course.exercises.race import RaceResult, RaceSpec
 from labkit.course.exercises.registry import EXERCISES as COURSE_EXERCISES
 from labkit.course.exercises.trial import (
     Check,
@@ -575,26 +575,10 @@ class _Guarded:
         self.answered = True
         return answer
 
-    def race(
-        self,
-        name: str,
-        database: Path,
-        calls: Sequence[tuple[Any, ...]],
-        *,
-        timeout: float,
-        lock_timeout: float,
-        delay: float,
-        reset: Callable[[], None],
-    ) -> RaceResult:
+    def race(self, spec: RaceSpec) -> RaceResult:
         self._in_time()
         result = self._worker.race(
-            name,
-            database,
-            calls,
-            timeout=self._deadline.bound(timeout),
-            lock_timeout=lock_timeout,
-            delay=delay,
-            reset=reset,
+            dataclasses.replace(spec, timeout=self._deadline.bound(spec.timeout))
         )
         if any(r.kind == "no_start" for r in result.racers):
             self._in_time()

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from labkit.course.exercises.calls import Answer, encode
-from labkit.course.exercises.race import Racer, RaceResult
+from labkit.course.exercises.race import Racer, RaceResult, RaceSpec
 from labkit.grade import launcher
 
 if TYPE_CHECKING:
@@ -307,28 +307,22 @@ class WorkerRunner:
         self._worker.kill()
         self._worker = None
 
-    def race(
-        self,
-        name: str,
-        database: Path,
-        calls: Sequence[tuple[Any, ...]],
-        *,
-        timeout: float,
-        lock_timeout: float,
-        delay: float,
-        reset: Callable[[], None],
-    ) -> RaceResult:
+    def race(self, spec: RaceSpec) -> RaceResult:
         """Each racer a fresh worker with its own connection: all connect and say ready, then
         all are released at once. Every racer's start, and the whole race, stay within
-        `timeout` and the deadline."""
+        `spec.timeout` and the deadline."""
         from labkit.course.exercises.calls import SqliteConnection
 
-        deadline = time.monotonic() + self._bound(timeout)
+        name, calls = spec.name, spec.calls
+        deadline = time.monotonic() + self._bound(spec.timeout)
         racers: list[_Worker | None] = []
         try:
             for n, args in enumerate(calls):
                 conn = SqliteConnection(
-                    str(database), f"racer-{n}", lock_timeout=lock_timeout, statement_delay=delay
+                    str(spec.database),
+                    f"racer-{n}",
+                    lock_timeout=spec.lock_timeout,
+                    statement_delay=spec.delay,
                 )
                 try:
                     worker = self._start(min(self._start_timeout, deadline - time.monotonic()))
