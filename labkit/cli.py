@@ -11,8 +11,12 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeAlias
 
 from labkit import serve as serve_command
+
+# The sub-command table a parser's `add_subparsers` returns: each `_add_*` adds one command.
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,6 +27,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug details to stderr")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
+    _add_demo(commands)
+    _add_serve(commands)
+    _add_course(commands)
+    _add_grade(commands)
+    _add_practice(commands)
+    _add_export_skill(commands)
+    return parser
+
+
+def _add_demo(commands: Commands) -> None:
     demo = commands.add_parser(
         "demo",
         help="walk the lesson's 11 checkpoints against the real core",
@@ -35,15 +49,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(run=_run_demo)
 
+
+def _add_serve(commands: Commands) -> None:
     serve = commands.add_parser("serve", help="serve MCP over stdio (default) or Streamable HTTP")
     serve_command.add_arguments(serve)
 
+
+def _add_course(commands: Commands) -> None:
     course = commands.add_parser(
         "course",
         help="course authoring: run the solution notebooks, make the learner copies",
         description="Course authoring commands.",
     )
     course_commands = course.add_subparsers(dest="course_command", metavar="ACTION", required=True)
+    _add_course_build(course_commands)
+    _add_course_execute(course_commands)
+    _add_course_table(course_commands)
+    _add_course_mutants(course_commands)
+    _add_course_package(course_commands)
+
+
+def _add_course_build(course_commands: Commands) -> None:
     build = course_commands.add_parser(
         "build",
         help="write notebooks/ from solutions/ (solution regions stubbed, outputs stripped)",
@@ -65,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="write nothing; exit 1 and list the files when the learner copies are stale",
     )
     build.set_defaults(run=_run_course_build)
+
+
+def _add_course_execute(course_commands: Commands) -> None:
     execute = course_commands.add_parser(
         "execute",
         help="Restart & Run All of solution notebooks, saving their outputs in place",
@@ -89,6 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="fail a notebook whose cell runs longer than this (default: 10)",
     )
     execute.set_defaults(run=_run_course_execute)
+
+
+def _add_course_table(course_commands: Commands) -> None:
     table = course_commands.add_parser(
         "table",
         help="write the exercise table into README.md from the exercises' declarations",
@@ -100,6 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--check", action="store_true", help="write nothing; exit 1 when the table is stale"
     )
     table.set_defaults(run=_run_course_table)
+
+
+def _add_course_mutants(course_commands: Commands) -> None:
     mutants = course_commands.add_parser(
         "mutants",
         help="measure the checks' strength by mutation testing of the reference answers",
@@ -124,6 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--markdown", type=Path, metavar="FILE", help="also write the table to FILE"
     )
     mutants.set_defaults(run=_run_course_mutants)
+
+
+def _add_course_package(course_commands: Commands) -> None:
     package = course_commands.add_parser(
         "package",
         help="package the course for Gradescope or a GitHub Classroom template",
@@ -159,6 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     package.set_defaults(run=_run_course_package)
 
+
+def _add_grade(commands: Commands) -> None:
     grade = commands.add_parser(
         "grade",
         help="grade learner notebooks against the solutions (hidden checks, nbval outputs)",
@@ -282,6 +322,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="also append the scores and feedback as Markdown here ($GITHUB_STEP_SUMMARY)",
     )
     grade.set_defaults(run=_run_grade)
+
+
+def _add_practice(commands: Commands) -> None:
     practice = commands.add_parser(
         "check",
         help="your practice score for one saved notebook (public checks and outputs; no root)",
@@ -305,6 +348,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout", type=int, default=30, metavar="S", help="seconds per cell (30)"
     )
     practice.set_defaults(run=_run_practice)
+
+
+def _add_export_skill(commands: Commands) -> None:
     export_skill = commands.add_parser(
         "export-skill",
         help="write the elicitation form designer skill file",
@@ -323,7 +369,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--force", action="store_true", help="overwrite an existing file that differs"
     )
     export_skill.set_defaults(run=_run_export_skill)
-    return parser
 
 
 def _without_slow_format_checker() -> None:

@@ -2,8 +2,9 @@
 nothing that implements a graded contract.
 
 Owns: which labkit modules a check worker can import and read (`OFFERED`, the building blocks
-the exercises hand out: labkit's errors and `labkit.scope`; and the modules the worker runs on,
-`RUNS_ON`, with every labkit module they import), `build` (those files copied into a fresh
+the exercises hand out: labkit's errors and `labkit.scope`; and the modules the worker's process
+starts from, `RUNS_ON`: the launcher and the worker's loop; each with every labkit module it
+imports), `build` (those files copied into a fresh
 folder, with generated package `__init__`s whose every other name is a `withheld` stand-in),
 and how a worker's job is pointed at it (`command`, `env`, `HIDE`).
 
@@ -13,12 +14,12 @@ exercise 1's, `labkit.fsroot` resolves paths inside a root as exercise 4 asks), 
 cells import some of them for the lessons. An answer that imports one, wraps one, or loads its
 source must not score more than the untouched learner copy.
 
-How the real package stays out of reach, whatever the answer cells do: the worker imports
-labkit from the view (first on `PYTHONPATH`; in a bubblewrap container the view is also bound
-over the real package's path), so no other labkit module is ever loaded into its process (no
-`sys.modules` entry, no object to find); and before it reads a request the worker adds a
-Landlock layer that refuses to read any file under the real package (`HIDE`), so neither
-`importlib` from a path, nor `open()`, nor a cached `.pyc` reaches it.
+How the real package stays out of reach, whatever the answer cells do: the worker imports labkit
+from the view (first on `PYTHONPATH`; in a bubblewrap container the view is also bound over the real
+package's path), so no other labkit module is ever loaded into its process (no `sys.modules` entry,
+no object to find); and before it reads a request the worker adds a Landlock layer that refuses to
+read any file under the real package (the launcher's `HIDE`), so neither `importlib` from a path,
+nor `open()`, nor a cached `.pyc` reaches it.
 
 Must not import the hidden checks, the kernel runner or nbclient.
 """
@@ -34,14 +35,16 @@ from pathlib import Path
 from typing import Final
 
 import labkit
-from labkit.grade import syntax, withheld
+from labkit.grade import syntax, withheld, worker
 from labkit.grade.containment import Job
 
 PACKAGE: Final = withheld.PACKAGE
 REAL: Final = Path(labkit.__file__).resolve().parent
 OFFERED: Final = ("labkit.errors", "labkit.scope")
-RUNS_ON: Final = ("labkit.grade.worker", "labkit.grade.launcher", "labkit.grade.withheld")
-HIDE: Final = "--hide"  # the worker's option naming the real package
+# What a worker's process starts from: the launcher, the worker's loop it runs, and what the
+# generated `__init__`s import; every labkit module these import follows (`modules`).
+RUNS_ON: Final = (worker.LAUNCHER, worker.MODULE, withheld.__name__)
+HIDE: Final = "--hide"  # the launcher's option naming the real package
 MARK: Final = "_ANSWER_VIEW"  # set in the view's `labkit/__init__`, and nowhere else
 
 

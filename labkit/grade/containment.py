@@ -8,8 +8,8 @@ the probes that try each piece of it before grading (`survey`), and the modes bu
   of its own (no TCP, UDP or abstract Unix socket reaches anything), a PID namespace whose end
   kills every process of the job (double-forked daemons included; `--die-with-parent` ends it
   with the grader), and a private mount view: read-only binds of the Python installation, the
-  venv, the labkit package without `labkit/grade/` (only the launcher's and the check worker's
-  files are shown there), the system libraries and a few /etc files; the scratch folder
+  venv, the labkit package without `labkit/grade/` (only the launcher's files are shown
+  there), the system libraries and a few /etc files; the scratch folder
   read-write; a private /tmp, a minimal /dev and the new namespace's /proc. A cgroup per job
   (v2 where the grader's own v2 cgroup can hand `memory` and `pids` to its children, else
   v1's `memory` and `pids` hierarchies, beneath the grader's own place in each) holds the
@@ -85,9 +85,6 @@ KERNEL_MODULE: Final = "ipykernel_launcher"
 # and its init in the new PID namespace.
 CONTAINER_TASKS: Final = 4
 GRADE: Final = Path(__file__).resolve().parent  # labkit/grade: the hidden checks live here
-# What a job's first process imports from labkit/grade before Landlock closes it (see the
-# mount view): the launcher, and the check worker, which holds the learner's answer cells.
-LAUNCHER_FILES: Final = ("__init__.py", "launcher.py", "worker.py")
 SYSTEM: Final = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # /etc files a Python process reads (the dynamic loader's cache, name lookups, time zone,
 # TLS roots); none holds a secret. Missing ones are left out.
@@ -738,11 +735,11 @@ def mount_view(scratch: Path, python_roots: Sequence[Path]) -> list[str]:
             continue  # labkit itself is bound below, without the hidden checks
         args += ["--ro-bind", str(root), str(root)]
     args += ["--ro-bind", str(package), str(package)]
-    # labkit/grade/ is replaced by an empty read-only folder holding only the launcher and
-    # the check worker.
+    # labkit/grade/ is replaced by an empty read-only folder holding only what a job's first
+    # process imports from it before Landlock closes it: the launcher.
     args += ["--tmpfs", str(GRADE)]
-    for name in LAUNCHER_FILES:
-        args += ["--ro-bind", str(GRADE / name), str(GRADE / name)]
+    for path in launcher_files():
+        args += ["--ro-bind", str(path), str(path)]
     args += ["--remount-ro", str(GRADE)]
     args += ["--bind", str(scratch), str(scratch)]
     # Links beside the scratch folder that point into it (the grader's `../outputs`, as the
@@ -753,6 +750,12 @@ def mount_view(scratch: Path, python_roots: Sequence[Path]) -> list[str]:
             args += ["--symlink", os.readlink(link), str(link)]
     args += ["--chdir", str(scratch)]
     return args
+
+
+def launcher_files() -> list[Path]:
+    """The files of labkit/grade/ the launcher runs from: its module and its package's
+    `__init__` (it imports nothing else of labkit/grade/)."""
+    return [GRADE / "__init__.py", Path(launcher.__file__).resolve()]
 
 
 def python_roots() -> list[Path]:

@@ -73,7 +73,7 @@ from labkit.course.exercises.checks import (
     safety_result,
 )
 from labkit.course.exercises.folder import Tampered
-from labkit.course.exercises.race import RaceResult
+from labkit.course.exercises.race import RaceResult, RaceSpec
 from labkit.course.exercises.registry import EXERCISES as COURSE_EXERCISES
 from labkit.course.exercises.trial import (
     Check,
@@ -201,11 +201,11 @@ class JobWorkers:
     bubblewrap container (no network, its own PID namespace, the same mount view as the
     kernel's) and through `launcher.prepare` (the same rlimits, drop to the job's uid and
     Landlock in `sandbox` mode). What differs from the kernel: the worker runs
-    `labkit.grade.worker`, not ipykernel, on a view of labkit that holds the building blocks
-    and none of labkit's implementations of the graded contracts (`answer_view`); and it has
-    no total deadline of its own, only a bound per call (`call_timeout`), per start
-    (`start_timeout`) and per race, each also bounded by what is left of the submission's
-    total time (`Deadline`)."""
+    `labkit.course.exercises.answers`, not ipykernel, on a view of labkit that holds the
+    building blocks and none of labkit's implementations of the graded contracts
+    (`answer_view`); and it has no total deadline of its own, only a bound per call
+    (`call_timeout`), per start (`start_timeout`) and per race, each also bounded by what is
+    left of the submission's total time (`Deadline`)."""
 
     jobs: Jobs
     sandbox: str = "required"
@@ -321,34 +321,81 @@ def grade(
         learner = notebooks.load(path)
     except notebooks.Unreadable as error:
         return SubmissionReport.failed(path.name, str(error))
-    if graded_as is not None:
-        if graded_as not in course.solutions:
-            return SubmissionReport.failed(
-                path.name, f"--as {graded_as}: no solution notebook has that name"
-            )
-        found: notebooks.Match | None = notebooks.Match(graded_as, "as")
-    else:
-        found = notebooks.match(path, learner, course.solutions)
-    if found is None:
-        return SubmissionReport.failed(
-            path.name,
-            f"{path.name}: matches no solution notebook (by file name or by the notebook's "
-            "labkit metadata)",
-        )
+    try:
+        found = _match(path, learner, course, graded_as)
+    except _NotGraded as error:
+        return SubmissionReport.failed(path.name, error.why)
     if workers is None and isinstance(runner, KernelRunner):
         workers = JobWorkers.of(runner)
     if deadline is None:
         total = runner.limits.total_timeout if isinstance(runner, KernelRunner) else math.inf
         deadline = Deadline(total, clock)
+    plan = _restore(path, learner, course, found)
+    try:
+        graded = _run(path, course, plan, runner, workers, deadline, scratch_root)
+    except _RunFailed as error:
+        return SubmissionReport.failed(
+            path.name, f"{path.name}: {error}", clock() - started, infrastructure=True
+        )
+    return _report(path, course, plan, graded, sandbox, lambda: round(clock() - started, 2))
+
+
+class _NotGraded(Exception):
+    """The submission is not graded: it matches no solution, or not the one asked for."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+class _RunFailed(Exception):
+    """Grading could not run the submission (its kernel did not start, a check worker could
+    not): a failure of the grading environment, said in the report as such."""
+
+
+def _match(
+    path: Path, learner: NotebookNode, course: Course, graded_as: str | None
+) -> notebooks.Match:
+    """The solution the submission is graded as (`graded_as`, else by file name or metadata)."""
+    if graded_as is not None:
+        if graded_as not in course.solutions:
+            raise _NotGraded(f"--as {graded_as}: no solution notebook has that name")
+        return notebooks.Match(graded_as, "as")
+    found = notebooks.match(path, learner, course.solutions)
+    if found is None:
+        raise _NotGraded(
+            f"{path.name}: matches no solution notebook (by file name or by the notebook's "
+            "labkit metadata)"
+        )
+    return found
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What grading one submission runs: the restored cells, the kernel's sources (`at`: the
+    kernel cell index of each restored cell), the worker's sources, the exercises and the
+    checked outputs."""
+
+    found: notebooks.Match
+    solution: NotebookNode
+    restored: notebooks.Restored
+    notices: list[str]
+    mismatch: str
+    exercises: list[ex.GradedExercise]
+    checked: list[outputs.Checked]
+    sources: list[str]
+    at: list[int]
+    worker_sources: list[str]
+
+
+def _restore(path: Path, learner: NotebookNode, course: Course, found: notebooks.Match) -> _Plan:
     solution = course.solutions[found.stem]
     release = course.release(found.stem)
     restored = notebooks.restore(learner, release)
     notices = restored.notices
     if found.how == "metadata":
         notices.insert(0, f"renamed: graded as {found.stem}.ipynb (matched by its metadata)")
-    mismatch = notebooks.mismatch(path, learner, found.stem)
     exercises = ex.exercises_in(solution, course.registry)
-    checked = checked_outputs(solution, release, {e.id for e in exercises})
     cells = restored.cells
     sources = [QUIET_SOURCE]
     at: list[int] = []  # kernel cell index of each restored cell
@@ -358,47 +405,113 @@ def grade(
         if kind != "locked":
             sources.append(_mark_cell(restored_cell))
     answers = [c.source for c, kind in zip(cells, restored.kinds, strict=True) if kind == "answer"]
-    worker_sources = [notebooks.setup_imports(release), *answers]
-    # Each job writes in a space of its own, bounded in all by the per-file limit (`quota`).
+    return _Plan(
+        found=found,
+        solution=solution,
+        restored=restored,
+        notices=notices,
+        mismatch=notebooks.mismatch(path, learner, found.stem),
+        exercises=exercises,
+        checked=checked_outputs(solution, release, {e.id for e in exercises}),
+        sources=sources,
+        at=at,
+        worker_sources=[notebooks.setup_imports(release), *answers],
+    )
+
+
+@dataclass(frozen=True)
+class _Graded:
+    """What the kernel ran (`mine`: the run of each restored cell) and what the checks found."""
+
+    execution: Execution
+    mine: list[CellRun]
+    results: dict[str, list[CheckResult]]
+    notices: list[str]
+
+
+def _run(
+    path: Path,
+    course: Course,
+    plan: _Plan,
+    runner: Runner,
+    workers: Workers | None,
+    deadline: Deadline,
+    scratch_root: Path,
+) -> _Graded:
+    """Run the kernel, then the checks, each job writing in a space of its own, bounded in all
+    by the per-file limit (`quota`); `_RunFailed` when grading could not run them."""
     disk = runner.limits.fsize if isinstance(runner, KernelRunner) else None
     area = Path(tempfile.mkdtemp(prefix="sub-", dir=scratch_root))
     try:
-        scratch = _lay_out(area)
-        with _bounded(scratch, disk) as space:
-            (scratch / ".outputs").mkdir()
-            shutil.copyfile(path, scratch / "submission.ipynb")
-            execution = runner.run(scratch, sources, deadline)
-        notices += _full(space, "the notebook")
-        if not execution.started:
-            return SubmissionReport.failed(
-                path.name,
-                f"{path.name}: {execution.problem}",
-                clock() - started,
-                infrastructure=True,
-            )
-        mine = [execution.cells[i] for i in at]
-        results: dict[str, list[CheckResult]] = {}
+        execution, notices = _run_kernel(path, plan, runner, deadline, area, disk)
+        mine = [execution.cells[i] for i in plan.at]
         try:
-            _setup_imported(cells, restored.kinds, mine)
-            for exercise in exercises:
-                checks = area / f"checks-{exercise.id}"
-                checks.mkdir(mode=0o711)
-                with _bounded(checks, disk) as space:
-                    results[exercise.id] = check_exercise(
-                        course, exercise, worker_sources, workers, checks, deadline, solution
-                    )
-                notices += _full(space, f"the answer cells (in the checks of {exercise.id})")
+            _setup_imported(plan.restored.cells, plan.restored.kinds, mine)
+            results, full = _check(course, plan, workers, deadline, area, disk)
         except GradingFailed as error:
-            return SubmissionReport.failed(
-                path.name, f"{path.name}: {error}", clock() - started, infrastructure=True
-            )
+            raise _RunFailed(str(error)) from None
     finally:
         # Every job of the submission has ended (each runner stops its job's processes before
         # it returns), so nothing of the learner's is still writing here.
         shutil.rmtree(area, onerror=_unremovable)
+    return _Graded(execution, mine, results, notices + full)
+
+
+def _run_kernel(
+    path: Path, plan: _Plan, runner: Runner, deadline: Deadline, area: Path, disk: int | None
+) -> tuple[Execution, list[str]]:
+    """The notebook run in its kernel, and what its space says; `_RunFailed` when the kernel
+    did not start."""
+    scratch = _lay_out(area)
+    with _bounded(scratch, disk) as space:
+        (scratch / ".outputs").mkdir()
+        shutil.copyfile(path, scratch / "submission.ipynb")
+        execution = runner.run(scratch, plan.sources, deadline)
+    notices = _full(space, "the notebook")
+    if not execution.started:
+        raise _RunFailed(execution.problem)
+    return execution, notices
+
+
+def _check(
+    course: Course,
+    plan: _Plan,
+    workers: Workers | None,
+    deadline: Deadline,
+    area: Path,
+    disk: int | None,
+) -> tuple[dict[str, list[CheckResult]], list[str]]:
+    """Each exercise's checks, in a folder of its own, and what their spaces say."""
+    results: dict[str, list[CheckResult]] = {}
+    notices: list[str] = []
+    for exercise in plan.exercises:
+        checks = area / f"checks-{exercise.id}"
+        checks.mkdir(mode=0o711)
+        with _bounded(checks, disk) as space:
+            results[exercise.id] = check_exercise(
+                course, exercise, plan.worker_sources, workers, checks, deadline, plan.solution
+            )
+        notices += _full(space, f"the answer cells (in the checks of {exercise.id})")
+    return results, notices
+
+
+def _report(
+    path: Path,
+    course: Course,
+    plan: _Plan,
+    graded: _Graded,
+    sandbox: str,
+    seconds: Callable[[], float],
+) -> SubmissionReport:
+    """The scores of the checks and the checked outputs, and the graded report (`seconds`:
+    the time it took, read last)."""
+    results, execution = graded.results, graded.execution
     scores = {e: [_score(e, r) for r in found_results] for e, found_results in results.items()}
-    notices += _cell_notices(cells, mine, execution.problem)
-    output_scores = _output_scores(checked, cells, mine, course, execution, exercises, results)
+    notices = plan.notices + graded.notices
+    notices += _cell_notices(plan.restored.cells, graded.mine, execution.problem)
+    output_scores = _output_scores(
+        plan.checked, plan.restored.cells, graded.mine, course, execution, plan.exercises, results
+    )
     if output_scores:
         scores[OUTPUTS_SECTION] = output_scores
     sections = [exercise_score(name, items) for name, items in scores.items()]
@@ -407,15 +520,15 @@ def grade(
     return SubmissionReport(
         file=path.name,
         status="graded",
-        solution=found.stem,
-        mismatch=mismatch,
+        solution=plan.found.stem,
+        mismatch=plan.mismatch,
         points=points,
         max_points=most,
         percent=round(100.0 * points / most, 1) if most else 0.0,
         exercises=sections,
         notices=notices,
         sandbox=sandbox,
-        seconds=round(clock() - started, 2),
+        seconds=seconds(),
     )
 
 
@@ -575,26 +688,10 @@ class _Guarded:
         self.answered = True
         return answer
 
-    def race(
-        self,
-        name: str,
-        database: Path,
-        calls: Sequence[tuple[Any, ...]],
-        *,
-        timeout: float,
-        lock_timeout: float,
-        delay: float,
-        reset: Callable[[], None],
-    ) -> RaceResult:
+    def race(self, spec: RaceSpec) -> RaceResult:
         self._in_time()
         result = self._worker.race(
-            name,
-            database,
-            calls,
-            timeout=self._deadline.bound(timeout),
-            lock_timeout=lock_timeout,
-            delay=delay,
-            reset=reset,
+            dataclasses.replace(spec, timeout=self._deadline.bound(spec.timeout))
         )
         if any(r.kind == "no_start" for r in result.racers):
             self._in_time()

@@ -1,7 +1,8 @@
 """The grading kernel's first instructions: limits, an unprivileged user, Landlock, then ipykernel.
 
     python -m labkit.grade.launcher --memory BYTES --cpu SECONDS --nproc N --fsize BYTES
-        [--user UID] [--keep CAP,...] [--sandbox required|best_effort|off] [--module NAME]
+        [--user UID] [--keep CAP,...] [--sandbox required|best_effort|off] [--hide PACKAGE]
+        [--module NAME]
         -- ARGS...
 
 Owns: what a learner's code may touch from inside its job. The grader starts every job process
@@ -19,7 +20,10 @@ process, before ipykernel (or `--module`) and before any thread exists, and:
 3. applies Landlock: read-write on the scratch directory (the working directory) only;
    read-only on the Python installation and a few system files, *except* `labkit/grade/`
    (the hidden checks' source); no TCP; no signals or abstract sockets outside the kernel;
-4. runs `--module` as `__main__` (ipykernel's launcher by default) in the same process, so the
+4. with `--hide` (a check worker on `labkit.grade.answer_view`'s view of labkit), adds a
+   Landlock layer refusing to read or run any file of labkit's real package (`hiding`), its
+   rules made as started, while every path is still readable;
+5. runs `--module` as `__main__` (ipykernel's launcher by default) in the same process, so the
    restrictions stay.
 
 Landlock cannot carve a hole in a granted tree, so a tree that holds `labkit/grade/` is granted
@@ -344,6 +348,7 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     )
     parser.add_argument("--sandbox", choices=("required", "best_effort", "off"), default="required")
     parser.add_argument("--module", default="ipykernel_launcher", help="what to run as __main__")
+    parser.add_argument("--hide", type=Path, help="a package the module must not read (`hiding`)")
     split = list(argv).index("--") if "--" in argv else len(argv)
     return parser.parse_args(list(argv[:split])), list(argv[split + 1 :])
 
@@ -358,9 +363,41 @@ def _capability_list(text: str) -> tuple[str, ...]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args, kernel_args = parse(sys.argv[1:] if argv is None else argv)
+    hidden = hiding(args.hide, args.sandbox)  # made as started: every path is still readable
     prepare(args)
+    if hidden is not None:
+        with hidden:
+            hidden.restrict()
     sys.argv = [sys.argv[0], *kernel_args]
     runpy.run_module(args.module, run_name="__main__", alter_sys=True)
+
+
+def hiding(hidden: Path | None, mode: str) -> landlockpy.Ruleset | None:
+    """A Landlock ruleset (to apply once `prepare` has) that refuses to read or run any file
+    under `hidden`: labkit's real package, when a check worker runs on the view of it
+    (`labkit.grade.answer_view`). None when there is nothing to hide (no `--hide`, or the view
+    is bound over the real package's path). A `--hide` process that did not import labkit from
+    the view does not start; in `required` mode, no Landlock is an error too, as for
+    `confine`."""
+    import labkit
+
+    if hidden is None:
+        return None
+    if not getattr(labkit, "_ANSWER_VIEW", False):  # answer_view.MARK
+        raise LaunchError(f"labkit's view is not first on the import path: {hidden}")
+    if Path(labkit.__file__).resolve().parent == hidden:
+        return None  # the view is bound over the real package: nothing else is there
+    if landlockpy.abi_version() < 1:
+        if mode == "required":
+            raise LaunchError(f"{hidden} cannot be hidden: Landlock unavailable")
+        return None
+    rights = AccessFS.READ_FILE | AccessFS.EXECUTE
+    ruleset = landlockpy.Ruleset(handled_fs=rights)
+    for path, access in readable_rules([Path("/")], hidden):
+        if access & rights:
+            with contextlib.suppress(OSError):  # a dangling link, a file gone since
+                ruleset.allow_path(str(path), access & rights)
+    return ruleset
 
 
 def prepare(args: argparse.Namespace) -> str:

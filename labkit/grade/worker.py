@@ -1,32 +1,21 @@
-"""The check worker: the learner's answer cells in a process of their own, called through a
-narrow channel (JSON lines on pipes), and the grader's side of that channel.
+"""The grader's side of the check worker: starting worker processes that hold the learner's
+answer cells, and reading what they answer on their narrow channel (JSON lines on pipes).
 
-    python -m labkit.grade.worker --memory BYTES --cpu SECONDS --nproc N --fsize BYTES
-        [--user UID] [--sandbox required|best_effort|off] [-- --hide PACKAGE]
-
-Owns: the worker's loop (`serve`: "define" executes the answer-cell sources and the setup
-imports in a fresh namespace; "call" turns data and markers into arguments, calls one
-function and answers with `calls.perform`'s encoding; "end_check" closes what markers opened),
+Owns: `worker_argv` (a worker's command: the launcher, whose confinement the worker gets before
+it reads a line, running `labkit.course.exercises.answers`, which owns the worker's own loop),
 `WorkerRunner` (the grader's `CheckRunner`: one worker per exercise, a time bound per call
 enforced by killing the worker, every wait within the submission's deadline, races with one
 fresh worker per racer, and bounds on what it keeps of the channel: `MAX_LINE`,
 `MAX_QUEUED`), and `Spawn`, the one place a worker process is started (argv + scratch
 directory -> a process with pipes), so a stronger job launcher can replace `plain_spawn`.
 
-The worker applies the kernel launcher's confinement first (`launcher.prepare`: limits, uid,
-Landlock), then, when it runs on labkit's view (`answer_view`), a Landlock layer refusing to
-read the real package (`--hide`), then reads its requests. Its protocol is its stdout as
-started; the learner's prints go to stderr. Must not import the hidden checks, the checks or
-the report models: the worker holds learner code and the judge's code never enters it.
+Must not import the hidden checks or the report models.
 """
 
 from __future__ import annotations
 
-import argparse
-import builtins
 import contextlib
 import json
-import linecache
 import logging
 import os
 import queue
@@ -37,138 +26,19 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from labkit.course.exercises.calls import (
-    Answer,
-    Materialized,
-    decode,
-    encode,
-    perform,
-    perform_live,
-)
-from labkit.course.exercises.race import Racer, RaceResult
+from labkit.course.exercises.calls import Answer, encode
+from labkit.course.exercises.race import Racer, RaceResult, RaceSpec
+from labkit.grade import launcher
 
-if TYPE_CHECKING:  # for its type only: the worker's own process needs nothing of it
+if TYPE_CHECKING:
     from labkit.grade.deadline import Deadline
 
 Spawn = Callable[[Sequence[str], Path], "subprocess.Popen[bytes]"]
+LAUNCHER: Final = launcher.__name__
+MODULE: Final = "labkit.course.exercises.answers"  # the worker's loop, run by the launcher
 log = logging.getLogger("labkit.grade.worker")
-
-
-# --- the worker's side ---------------------------------------------------------------------------
-
-
-def _runnable(source: str) -> str:
-    # IPython magics and shell escapes are not Python: blank them, keeping line numbers.
-    return "\n".join(
-        "" if line.lstrip().startswith(("%", "!")) else line for line in source.split("\n")
-    )
-
-
-def serve(stdin: IO[str], out: IO[str]) -> None:
-    """Answer requests, one JSON line each, until stdin closes."""
-    namespace: dict[str, Any] = {"__name__": "__learner__", "__builtins__": builtins}
-    made = Materialized()
-
-    def reply(message: dict[str, Any]) -> None:
-        out.write(json.dumps(message) + "\n")
-        out.flush()
-
-    for line in stdin:
-        try:
-            request = json.loads(line)
-        except ValueError:
-            continue
-        op = request.get("op")
-        if op == "define":
-            errors = []
-            for number, source in enumerate(request.get("sources", []), start=1):
-                filename = f"<answer cell {number}>"
-                text = _runnable(str(source))
-                linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
-                try:
-                    exec(compile(text, filename, "exec"), namespace)
-                except BaseException as exc:  # the learner's cell may raise anything
-                    errors.append(f"{type(exc).__name__}: {exc}"[:500])
-            defined = sorted(k for k, v in namespace.items() if callable(v))
-            reply({"defined": defined, "errors": errors})
-        elif op == "call":
-            fn = namespace.get(str(request.get("name")))
-            args = [decode(a) for a in request.get("args", [])]
-            if request.get("wait"):
-                live = [made.make(a) for a in args]
-                reply({"ready": True})
-                if stdin.readline().strip() != '{"op": "go"}':
-                    return
-                reply(perform_live(fn if callable(fn) else _missing, live, made))
-            else:
-                reply(perform(fn if callable(fn) else _missing, args, made))
-        elif op == "end_check":
-            made.close()
-            made = Materialized()
-            reply({"ok": True})
-
-
-def _missing(*args: Any) -> Any:
-    raise NotImplementedError("not defined")
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    from labkit.grade import launcher
-
-    args, rest = launcher.parse(sys.argv[1:] if argv is None else argv)
-    hiding = _hiding(rest, args.sandbox)  # made as started: every path is still readable
-    launcher.prepare(args)
-    if hiding is not None:
-        with hiding:
-            hiding.restrict()
-    protocol = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    # Confined and ready, before any learner code: a worker that never says so failed to start
-    # for a reason of the grading environment (`WorkerNotStarted`), not of the submission.
-    protocol.write(json.dumps({"ready": True}) + "\n")
-    protocol.flush()
-    serve(sys.stdin, protocol)
-
-
-def _hiding(rest: Sequence[str], mode: str) -> Any:
-    """A Landlock ruleset (to apply once the launcher has) that refuses to read or run any
-    file under the package `--hide` names: labkit's real package, when this worker runs on
-    the view of it (`labkit.grade.answer_view`). None when there is nothing to hide (no
-    `--hide`, or the view is bound over the real package's path). A `--hide` worker that did
-    not import labkit from the view does not start; in `required` mode, no Landlock is an
-    error too, as for the launcher's own layer."""
-    import landlockpy
-    from landlockpy import AccessFS
-
-    import labkit
-    from labkit.grade import launcher
-
-    parser = argparse.ArgumentParser(prog="labkit.grade.worker")
-    parser.add_argument("--hide", type=Path)
-    hidden = parser.parse_args(list(rest)).hide
-    if hidden is None:
-        return None
-    if not getattr(labkit, "_ANSWER_VIEW", False):  # answer_view.MARK
-        raise launcher.LaunchError(f"labkit's view is not first on the import path: {hidden}")
-    if Path(labkit.__file__).resolve().parent == hidden:
-        return None  # the view is bound over the real package: nothing else is there
-    if landlockpy.abi_version() < 1:
-        if mode == "required":
-            raise launcher.LaunchError(f"{hidden} cannot be hidden: Landlock unavailable")
-        return None
-    rights = AccessFS.READ_FILE | AccessFS.EXECUTE
-    ruleset = landlockpy.Ruleset(handled_fs=rights)
-    for path, access in launcher.readable_rules([Path("/")], hidden):
-        if access & rights:
-            with contextlib.suppress(OSError):  # a dangling link, a file gone since
-                ruleset.allow_path(str(path), access & rights)
-    return ruleset
-
-
-# --- the grader's side ---------------------------------------------------------------------------
 
 
 def plain_spawn(
@@ -199,16 +69,15 @@ def worker_argv(
     keep: str | None = None,
     hide: Path | None = None,
 ) -> list[str]:
-    """The command of a check worker: the launcher's options (`launcher.flags`), which the
-    worker applies itself before it reads a line, and the package it must not read (`hide`:
-    labkit's real package, when the worker runs on `labkit.grade.answer_view`'s view)."""
-    from labkit.grade import launcher
-
+    """The command of a check worker: the launcher with its options (`launcher.flags`),
+    applied before the worker reads a line, the package the worker must not read (`hide`:
+    labkit's real package, when the worker runs on `labkit.grade.answer_view`'s view), and the
+    worker's loop as the launcher's module (`MODULE`)."""
     options = launcher.flags(
         memory=memory, cpu=cpu, nproc=nproc, fsize=fsize, sandbox=sandbox, user=user, keep=keep
     )
-    hidden = [] if hide is None else ["--", f"--hide={hide}"]
-    return [python, "-P", "-m", "labkit.grade.worker", *options, *hidden]
+    hidden = [] if hide is None else [f"--hide={hide}"]
+    return [python, "-P", "-m", LAUNCHER, *options, *hidden, f"--module={MODULE}"]
 
 
 class WorkerGone(Exception):
@@ -438,28 +307,22 @@ class WorkerRunner:
         self._worker.kill()
         self._worker = None
 
-    def race(
-        self,
-        name: str,
-        database: Path,
-        calls: Sequence[tuple[Any, ...]],
-        *,
-        timeout: float,
-        lock_timeout: float,
-        delay: float,
-        reset: Callable[[], None],
-    ) -> RaceResult:
+    def race(self, spec: RaceSpec) -> RaceResult:
         """Each racer a fresh worker with its own connection: all connect and say ready, then
         all are released at once. Every racer's start, and the whole race, stay within
-        `timeout` and the deadline."""
+        `spec.timeout` and the deadline."""
         from labkit.course.exercises.calls import SqliteConnection
 
-        deadline = time.monotonic() + self._bound(timeout)
+        name, calls = spec.name, spec.calls
+        deadline = time.monotonic() + self._bound(spec.timeout)
         racers: list[_Worker | None] = []
         try:
             for n, args in enumerate(calls):
                 conn = SqliteConnection(
-                    str(database), f"racer-{n}", lock_timeout=lock_timeout, statement_delay=delay
+                    str(spec.database),
+                    f"racer-{n}",
+                    lock_timeout=spec.lock_timeout,
+                    statement_delay=spec.delay,
                 )
                 try:
                     worker = self._start(min(self._start_timeout, deadline - time.monotonic()))
@@ -542,7 +405,3 @@ def _racer(answer: Answer, key: str) -> Racer:
         value_is_false=value is False,
         in_transaction=open_,
     )
-
-
-if __name__ == "__main__":
-    main()

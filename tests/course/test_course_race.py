@@ -19,7 +19,14 @@ import pytest
 
 from labkit.course.exercises.checks import InProcessRunner, run_check
 from labkit.course.exercises.fixtures import add_notes, connect, create_ex1_schema
-from labkit.course.exercises.race import ByReference, BySource, NotPortable, carry, race
+from labkit.course.exercises.race import (
+    ByReference,
+    BySource,
+    NotPortable,
+    RaceSpec,
+    carry,
+    race,
+)
 from labkit.course.exercises.registry import EXERCISES
 from labkit.course.exercises.trial import CheckSettings, Outcome
 
@@ -126,15 +133,9 @@ def test_a_notebook_functions_error_in_a_child_points_at_the_cell(
             add_notes(conn, [("note-7", "file:///work/notes/a.md", "a")])
 
     reset()
-    outcome = race(
-        notebook["broken_claim"],
-        database,
-        [("alice", "n", "note-7", 1.0), ("alice", "n", "note-7", 1.0)],
-        timeout=60,
-        lock_timeout=5,
-        delay=0,
-        reset=reset,
-    )
+    calls = (("alice", "n", "note-7", 1.0), ("alice", "n", "note-7", 1.0))
+    spec = RaceSpec("broken_claim", database, calls, 60, lock_timeout=5, delay=0, reset=reset)
+    outcome = race(notebook["broken_claim"], spec)
     assert outcome.processes
     for racer in outcome.racers:
         assert racer.kind == "raised"

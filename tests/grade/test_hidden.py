@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -32,7 +31,7 @@ from labkit.course.exercises.checks import (
     InProcessRunner,
     run_checks,
 )
-from labkit.course.exercises.race import RaceResult
+from labkit.course.exercises.race import RaceResult, RaceSpec
 from labkit.course.exercises.registry import EXERCISES as COURSE
 from labkit.course.exercises.registry import graded
 from labkit.course.exercises.trial import Check, CheckSettings, Outcome
@@ -315,16 +314,10 @@ def test_the_race_runs_six_racers_in_two_rounds(scratch: Path) -> None:
     delays: list[float] = []
 
     class Counting(InProcessRunner):
-        def race(
-            self,
-            name: str,
-            database: Path,
-            calls: Sequence[tuple[Any, ...]],
-            **bounds: Any,
-        ) -> RaceResult:
-            seen.append(calls)
-            delays.append(bounds["delay"])
-            return super().race(name, database, calls, **bounds)
+        def race(self, spec: RaceSpec) -> RaceResult:
+            seen.append(spec.calls)
+            delays.append(spec.delay)
+            return super().race(spec)
 
     namespace: dict[str, object] = {}
     exec("\n".join(reference_answers("ex1")), namespace)

@@ -32,12 +32,11 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Final
 
 from labkit.course.exercises.calls import Answer, Materialized, perform, roundtrip
 from labkit.course.exercises.folder import Tampered
-from labkit.course.exercises.race import RaceResult, race
+from labkit.course.exercises.race import RaceResult, RaceSpec, race
 from labkit.course.exercises.registry import EXERCISES
 from labkit.course.exercises.trial import (
     SAFETY_FAULTS,
@@ -355,26 +354,8 @@ class InProcessRunner:
             return None
         return Answer.from_json(json.loads(json.dumps(got[0])))
 
-    def race(
-        self,
-        name: str,
-        database: Path,
-        calls: Sequence[tuple[Any, ...]],
-        *,
-        timeout: float,
-        lock_timeout: float,
-        delay: float,
-        reset: Callable[[], None],
-    ) -> RaceResult:
-        return race(
-            self._implementations[name],
-            database,
-            calls,
-            timeout=timeout,
-            lock_timeout=lock_timeout,
-            delay=delay,
-            reset=reset,
-        )
+    def race(self, spec: RaceSpec) -> RaceResult:
+        return race(self._implementations[spec.name], spec)
 
     def end_check(self) -> None:
         self._made.close()

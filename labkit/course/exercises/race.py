@@ -280,44 +280,47 @@ class RaceResult:
     why_threads: str = ""
 
 
-def race(
-    fn: Callable[..., Any],
-    database: Path,
-    calls: Sequence[tuple[Any, ...]],
-    *,
-    timeout: float,
-    lock_timeout: float,
-    delay: float,
-    reset: Callable[[], None],
-) -> RaceResult:
-    """Run `fn(conn, *args)` for each `args` in `calls` at once, each racer in its own spawned
-    process with its own connection to `database`; threads when `fn` cannot travel. `reset`
-    rebuilds the database before a thread rerun (a child may have started)."""
+@dataclass(frozen=True)
+class RaceSpec:
+    """One race, as every runner takes it: `name(conn, *args)` for each `args` of `calls` at
+    once, each racer with its own connection to `database` (waiting at most `lock_timeout`
+    seconds for SQLite's lock, sleeping `delay` seconds before each statement), the whole race
+    within `timeout` seconds; `reset` rebuilds the database when the race has to start again
+    (with threads)."""
+
+    name: str
+    database: Path
+    calls: tuple[tuple[Any, ...], ...]
+    timeout: float
+    lock_timeout: float
+    delay: float
+    reset: Callable[[], None]
+
+
+def race(fn: Callable[..., Any], spec: RaceSpec) -> RaceResult:
+    """Run `fn(conn, *args)` for each `args` in `spec.calls` at once, each racer in its own
+    spawned process with its own connection to `spec.database`; threads when `fn` cannot
+    travel. `spec.reset` rebuilds the database before a thread rerun (a child may have
+    started)."""
     try:
         carrier = carry(fn)
     except NotPortable as exc:
-        return _race_threads(fn, database, calls, timeout, lock_timeout, delay, str(exc))
-    result = _race_processes(carrier, database, calls, timeout, lock_timeout, delay)
+        return _race_threads(fn, spec, str(exc))
+    result = _race_processes(carrier, spec)
     unportable = [r for r in result.racers if r.kind == "unportable"]
     if unportable:
-        reset()
+        spec.reset()
         why = f"it could not be rebuilt in another process ({unportable[0].exception})"
-        return _race_threads(fn, database, calls, timeout, lock_timeout, delay, why)
+        return _race_threads(fn, spec, why)
     return result
 
 
-def _race_processes(
-    carrier: Carrier,
-    database: Path,
-    calls: Sequence[tuple[Any, ...]],
-    timeout: float,
-    lock_timeout: float,
-    delay: float,
-) -> RaceResult:
-    deadline = time.monotonic() + timeout
+def _race_processes(carrier: Carrier, spec: RaceSpec) -> RaceResult:
+    deadline = time.monotonic() + spec.timeout
+    database, path = str(spec.database), tuple(sys.path)
     children = [
-        _Child.start(Entry(carrier, str(database), args, lock_timeout, delay, tuple(sys.path)))
-        for args in calls
+        _Child.start(Entry(carrier, database, args, spec.lock_timeout, spec.delay, path))
+        for args in spec.calls
     ]
     try:
         for child in children:
@@ -418,22 +421,15 @@ class _Child:
         return Racer("crashed", exception=last)
 
 
-def _race_threads(
-    fn: Callable[..., Any],
-    database: Path,
-    calls: Sequence[tuple[Any, ...]],
-    timeout: float,
-    lock_timeout: float,
-    delay: float,
-    why: str,
-) -> RaceResult:
+def _race_threads(fn: Callable[..., Any], spec: RaceSpec, why: str) -> RaceResult:
+    calls, timeout = spec.calls, spec.timeout
     barrier = threading.Barrier(len(calls))
     results: dict[int, Racer] = {}
 
     def run(i: int, args: tuple[Any, ...]) -> None:
-        conn = sqlite3.connect(database, isolation_level=None, timeout=lock_timeout)
+        conn = sqlite3.connect(spec.database, isolation_level=None, timeout=spec.lock_timeout)
         try:
-            _slow_statements(conn, delay)
+            _slow_statements(conn, spec.delay)
             try:
                 barrier.wait(timeout)
             except threading.BrokenBarrierError:

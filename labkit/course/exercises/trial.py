@@ -60,7 +60,7 @@ from labkit.course.exercises.calls import (
 from labkit.course.exercises.folder import Folder, Private
 
 if TYPE_CHECKING:
-    from labkit.course.exercises.race import RaceResult
+    from labkit.course.exercises.race import RaceResult, RaceSpec
 
 __all__ = [
     "Frame",
@@ -285,19 +285,9 @@ class CheckRunner(Protocol):
         """One call; None when it did not return within `timeout` seconds."""
         ...
 
-    def race(
-        self,
-        name: str,
-        database: Path,
-        calls: Sequence[tuple[Any, ...]],
-        *,
-        timeout: float,
-        lock_timeout: float,
-        delay: float,
-        reset: Callable[[], None],
-    ) -> RaceResult:
-        """`name(conn, *args)` for each `args` at once, each with its own connection; `reset`
-        rebuilds the database when the race has to start again (with threads)."""
+    def race(self, spec: RaceSpec) -> RaceResult:
+        """`spec.name(conn, *args)` for each `args` of `spec.calls` at once, each with its own
+        connection (`RaceSpec`)."""
         ...
 
     def end_check(self) -> None:
@@ -457,14 +447,18 @@ class Trial:
     ) -> RaceResult:
         """`name(conn, *args)` for each `args` at once; `delay` (seconds before each SQL
         statement of a racer) overrides the settings' `race_statement_delay`."""
+        from labkit.course.exercises.race import RaceSpec
+
         return self.runner.race(
-            name,
-            database,
-            calls,
-            timeout=self.settings.race_timeout,
-            lock_timeout=self.settings.lock_timeout,
-            delay=self.settings.race_statement_delay if delay is None else delay,
-            reset=reset,
+            RaceSpec(
+                name,
+                database,
+                tuple(calls),
+                timeout=self.settings.race_timeout,
+                lock_timeout=self.settings.lock_timeout,
+                delay=self.settings.race_statement_delay if delay is None else delay,
+                reset=reset,
+            )
         )
 
     def crashed(self, raised: Raised, next_step: str | None = None) -> NoReturn:

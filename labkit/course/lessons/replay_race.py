@@ -29,7 +29,7 @@ from labkit.course.exercises.fixtures import (
     create_ex1_schema,
     note_ids,
 )
-from labkit.course.exercises.race import Racer, race
+from labkit.course.exercises.race import Racer, RaceSpec, race
 from labkit.stores import Claim
 from labkit.stores.memory import MemoryReplayStore
 
@@ -162,15 +162,16 @@ def race_one_nonce(
     with tempfile.TemporaryDirectory(prefix="labkit-race-") as folder:
         path = Path(folder) / "replay.sqlite3"
         _world(path)
-        result = race(
-            fn,
+        spec = RaceSpec(
+            getattr(fn, "__name__", "fn"),
             path,
-            calls,
+            tuple(calls),
             timeout=timeout,
             lock_timeout=lock_timeout,
             delay=delay,
             reset=lambda: _world(path),
         )
+        result = race(fn, spec)
         with closing(sqlite3.connect(path, timeout=lock_timeout)) as conn:
             left = tuple(note_ids(conn))
             claims = len(claimed(conn))
