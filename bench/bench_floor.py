@@ -24,7 +24,7 @@ Cells (every figure counts requests: a flow is two, round one and its cancel ret
   the server's stdin and checks each reply line. Servers: the stdio floor, labkit's
   `StdioTransport`, the SDK's `stdio_server` + `Server.run`.
 * in-process `tools/list` and flow: bytes in, bytes out in this process. labkit: the work of
-  its stdio transport per line without the pipe (`decode`, the server, the response's bytes);
+  its stdio transport per line without the pipe (`decode`, then `Server.respond`);
   the SDK: the steps of its Streamable HTTP entry between body and reply (see
   `bench_inprocess.sdk_jsonrpc_entry`) with orjson around them.
 
@@ -127,10 +127,9 @@ def labkit_answer(server: Any) -> Callable[[bytes], bytes]:
     context = RequestContext(principal="alice", transport="stdio")
 
     def answer(raw: bytes) -> bytes:
-        encoded = server.handle_encoded(decode(raw), context)
+        encoded: bytes | None = server.respond(decode(raw), context)
         assert encoded is not None
-        body: bytes = encoded.body
-        return body
+        return encoded
 
     return answer
 

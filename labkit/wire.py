@@ -1,8 +1,11 @@
 """Wire-level facts of MCP 2026-07-28 and JSON-RPC 2.0 framing helpers.
 
 Owns: protocol constants, `_meta` key names, JSON decoding for transports (-32700), the
-JSON-RPC envelope rules (-32600, and what a notification is), and the response envelopes.
-Pure module: bytes or objects in, objects out. Imports only `labkit.errors`.
+JSON-RPC envelope rules (-32600, and what a notification is), and the response envelopes, as
+objects (`result_response`, `error_response`) and as the byte templates around a result
+encoded once (`encoded_result_response`), with `error_code` reading an encoded response's code
+back for a transport's status. Pure module: bytes or objects in, bytes or objects out.
+Imports only `labkit.errors`.
 """
 
 from __future__ import annotations
@@ -182,6 +185,36 @@ def result_response(request_id: RequestId, result: dict[str, Any]) -> dict[str, 
 
 def error_response(request_id: RequestId | None, error: ProtocolError) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "error": error.to_wire()}
+
+
+# A response's bytes around its id and member, as `encode` writes `result_response` and
+# `error_response` (orjson keeps the members in insertion order, without spaces).
+_RESPONSE_HEAD: Final = b'{"jsonrpc":"2.0","id":'
+_RESULT_MEMBER: Final = b',"result":'
+# Where an encoded error response says its code; a result never has these bytes at its top.
+_ERROR_MEMBER: Final = b',"error":{"code":'
+
+
+def encoded_result_response(request_id: RequestId, result: bytes) -> bytes:
+    """The bytes of `result_response(request_id, result)` for a result already encoded (as
+    `encode` writes it): joined around the id, never parsed. An integer id of any size is its
+    digits, what both of `encode`'s encoders write; any other id is encoded as `encode` does."""
+    encoded_id = b"%d" % request_id if isinstance(request_id, int) else encode(request_id)
+    return b"".join((_RESPONSE_HEAD, encoded_id, _RESULT_MEMBER, result, b"}"))
+
+
+def error_code(response: bytes) -> int | None:
+    """The JSON-RPC error code of an encoded response (what an HTTP status is chosen by), or
+    None for a result. A result is told apart without parsing unless it holds the error
+    member's bytes itself (a tool's output shaped like an error): then it is parsed."""
+    if _ERROR_MEMBER not in response:
+        return None
+    try:
+        parsed = decode(response)
+    except ProtocolError:  # deeper than a request may be: no error response of ours is
+        return None
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    return error["code"] if isinstance(error, dict) else None
 
 
 def parse_error_response() -> dict[str, Any]:

@@ -3,8 +3,8 @@ headers against the body, and the header value codec.
 
 Pure module: no I/O. Every check returns a `ProtocolError` value (or None); the transport
 decides how to frame it. The JSON-RPC envelope rules (what a notification is, the -32600
-answers) belong to the core (`labkit.wire.envelope_error`, applied by `Server.handle`): this
-module reuses them and repeats none.
+answers) belong to the core (`labkit.wire.envelope_error`, applied by `Server.respond`): this
+module reuses them and repeats none. Imports only `labkit.errors` and `labkit.wire`.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def routing_mismatch(
     method: str, params: dict[str, Any], headers: Iterable[tuple[str, str]]
 ) -> ProtocolError | None:
     """`header_mismatch` for a request already known to be checkable (a well-formed envelope,
-    a string `_meta` version and capabilities), such as one `Server.encoded_listing` answers."""
+    a string `_meta` version and capabilities)."""
     seen: dict[str, str] = {}
     for name, value in headers:
         if name in ROUTING_HEADERS:
