@@ -104,6 +104,8 @@ class Request(NamedTuple):
 
 
 _new_request: Final = functools.partial(tuple.__new__, Request)
+# What a request without `params` is checked against (never handed on: it has no `_meta`).
+_NO_PARAMS: Final[dict[str, Any]] = {}
 
 
 class EncodedOnce:
@@ -225,6 +227,7 @@ class Server:
         self.completer = completer
         self.server_info = {"name": name, "version": version}
         self.supported_versions = tuple(supported_versions)
+        self._versions = frozenset(self.supported_versions)  # looked up on every request
         self.list_ttl_ms = list_ttl_ms
         self.instructions = instructions
         self.cache_hints = default_cache_hints(list_ttl_ms)
@@ -268,7 +271,8 @@ class Server:
         a `ProtocolError` becomes its error response, anything else -32603.
         """
         raw_id = message.get("id") if isinstance(message, dict) else None
-        request_id = raw_id if is_request_id(raw_id) else None
+        kind = type(raw_id)  # exact types first: the usual id costs no call
+        request_id = raw_id if kind is int or kind is str or is_request_id(raw_id) else None
         try:
             request = self._validate(message, request_id, context)
             if request is None:
@@ -303,14 +307,14 @@ class Server:
         method: str = message["method"]
         if method not in self.methods:
             raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
-        params: dict[str, Any] = message.get("params", {})
+        params: dict[str, Any] = message.get("params", _NO_PARAMS)
         meta = params.get("_meta")
         if not isinstance(meta, dict):
             raise ProtocolError(INVALID_PARAMS, "params._meta is required (MCP 2026-07-28)")
         version = meta.get(META_VERSION)
         if not isinstance(version, str):
             raise ProtocolError(INVALID_PARAMS, f"params._meta[{META_VERSION!r}] must be a string")
-        if version not in self.supported_versions:
+        if version not in self._versions:
             raise ProtocolError(
                 UNSUPPORTED_VERSION,
                 f"Unsupported protocol version: {version}",

@@ -159,6 +159,8 @@ NOT_JSON_RPC: Final = "Invalid Request: not a JSON-RPC 2.0 object"
 BAD_ID: Final = "Invalid Request: id must be a string or integer"
 BAD_METHOD: Final = "Invalid Request: method must be a string"
 BAD_PARAMS: Final = "Invalid Request: params must be an object"
+# What an absent `params` is checked as (only its type is read).
+_NO_PARAMS: Final[dict[str, Any]] = {}
 
 
 def envelope_error(message: Any) -> ProtocolError | None:
@@ -170,11 +172,13 @@ def envelope_error(message: Any) -> ProtocolError | None:
     """
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
         return ProtocolError(INVALID_REQUEST, NOT_JSON_RPC)
-    if "id" in message and not is_request_id(message["id"]):
+    request_id = message.get("id", 0)  # absent: a notification, whose id is no fault
+    kind = type(request_id)
+    if kind is not int and kind is not str and not is_request_id(request_id):  # usual: no call
         return ProtocolError(INVALID_REQUEST, BAD_ID)
     if not isinstance(message.get("method"), str):
         return ProtocolError(INVALID_REQUEST, BAD_METHOD)
-    if not isinstance(message.get("params", {}), dict):
+    if not isinstance(message.get("params", _NO_PARAMS), dict):
         return ProtocolError(INVALID_REQUEST, BAD_PARAMS)
     return None
 
@@ -199,7 +203,7 @@ def encoded_result_response(request_id: RequestId, result: bytes) -> bytes:
     """The bytes of `result_response(request_id, result)` for a result already encoded (as
     `encode` writes it): joined around the id, never parsed. An integer id of any size is its
     digits, what both of `encode`'s encoders write; any other id is encoded as `encode` does."""
-    encoded_id = b"%d" % request_id if isinstance(request_id, int) else encode(request_id)
+    encoded_id = b"%d" % request_id if type(request_id) is int else encode(request_id)
     return b"".join((_RESPONSE_HEAD, encoded_id, _RESULT_MEMBER, result, b"}"))
 
 
