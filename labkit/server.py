@@ -274,11 +274,14 @@ class Server:
         kind = type(raw_id)  # exact types first: the usual id costs no call
         request_id = raw_id if kind is int or kind is str or is_request_id(raw_id) else None
         try:
-            request = self._validate(message, request_id, context)
-            if request is None:
-                log.debug("notification %r ignored", message["method"])
+            method = self._validate(message, request_id)
+            if request_id is None:  # a well-formed object without an id: a notification
+                log.debug("notification %r ignored", method)
                 return None
-            return self._dispatch(request)
+            encoded = self.listings.get(method)
+            if encoded is not None:  # encoded once: nothing to dispatch, no `Request` to build
+                return encoded_result_response(request_id, encoded)
+            return self._dispatch(self._request(message, request_id, method, context))
         except ProtocolError as error:
             return encode(error_response(request_id, error))
         except Exception:
@@ -293,26 +296,24 @@ class Server:
         encoded = self.respond(message, context)
         return None if encoded is None else decode(encoded)
 
-    def _validate(
-        self, message: Any, request_id: RequestId | None, context: RequestContext
-    ) -> Request | None:
-        """The request `message` makes, checked once: its envelope
-        (`labkit.wire.envelope_error`), its method and its `_meta`; None for a notification.
-        Raises the refusal."""
+    def _validate(self, message: Any, request_id: RequestId | None) -> str:
+        """The method `message` asks for, checked once: its envelope
+        (`labkit.wire.envelope_error`) and, for a request (one with an id), its method and its
+        `_meta`. Raises the refusal. Exact types are tested first: the usual request costs no
+        call past the envelope's."""
         invalid = envelope_error(message)
         if invalid is not None:
             raise invalid
-        if request_id is None:  # a well-formed object without an id: a notification
-            return None
         method: str = message["method"]
+        if request_id is None:  # a notification: dispatched never, so nothing more to check
+            return method
         if method not in self.methods:
             raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
-        params: dict[str, Any] = message.get("params", _NO_PARAMS)
-        meta = params.get("_meta")
-        if not isinstance(meta, dict):
+        meta = message.get("params", _NO_PARAMS).get("_meta")
+        if type(meta) is not dict and not isinstance(meta, dict):
             raise ProtocolError(INVALID_PARAMS, "params._meta is required (MCP 2026-07-28)")
         version = meta.get(META_VERSION)
-        if not isinstance(version, str):
+        if type(version) is not str and not isinstance(version, str):
             raise ProtocolError(INVALID_PARAMS, f"params._meta[{META_VERSION!r}] must be a string")
         if version not in self._versions:
             raise ProtocolError(
@@ -321,21 +322,30 @@ class Server:
                 {"supported": list(self.supported_versions), "requested": version},
             )
         capabilities = meta.get(META_CAPABILITIES)
-        if not isinstance(capabilities, dict):
+        if type(capabilities) is not dict and not isinstance(capabilities, dict):
             raise ProtocolError(
                 INVALID_PARAMS, f"params._meta[{META_CAPABILITIES!r}] must be an object"
             )
+        return method
+
+    @staticmethod
+    def _request(
+        message: dict[str, Any], request_id: RequestId, method: str, context: RequestContext
+    ) -> Request:
+        """The `Request` a message `_validate` passed makes (its params and `_meta` are there,
+        of the types checked)."""
+        params: dict[str, Any] = message["params"]
+        meta: dict[str, Any] = params["_meta"]
+        version, capabilities = meta[META_VERSION], meta[META_CAPABILITIES]
         return _new_request((request_id, method, params, version, capabilities, context, meta))
 
     def _dispatch(self, request: Request) -> bytes:
-        """The result response to a valid request: a listing encoded once goes out as those
-        bytes, anything else is its handler's result, encoded."""
-        encoded = self.listings.get(request.method)
+        """The result response to a valid request its handler answers. A listing kept once
+        (`EncodedOnce`) is encoded here on first use; `respond` writes it from then on."""
+        result = self._result(request)
+        encoded = self.listings.keep(request.method, result)
         if encoded is None:
-            result = self._result(request)
-            encoded = self.listings.keep(request.method, result)
-            if encoded is None:
-                return encode(result_response(request.id, result))
+            return encode(result_response(request.id, result))
         return encoded_result_response(request.id, encoded)
 
     def _result(self, request: Request) -> dict[str, Any]:

@@ -170,15 +170,20 @@ def envelope_error(message: Any) -> ProtocolError | None:
     dispatched. One that fails is no notification but an invalid request, answered with
     `id: null` (JSON-RPC 2.0 section 5).
     """
-    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+    # Exact types are tested first: the usual request costs no call but its lookups.
+    if type(message) is not dict and not isinstance(message, dict):
+        return ProtocolError(INVALID_REQUEST, NOT_JSON_RPC)
+    if message.get("jsonrpc") != "2.0":
         return ProtocolError(INVALID_REQUEST, NOT_JSON_RPC)
     request_id = message.get("id", 0)  # absent: a notification, whose id is no fault
     kind = type(request_id)
-    if kind is not int and kind is not str and not is_request_id(request_id):  # usual: no call
+    if kind is not int and kind is not str and not is_request_id(request_id):
         return ProtocolError(INVALID_REQUEST, BAD_ID)
-    if not isinstance(message.get("method"), str):
+    method = message.get("method")
+    if type(method) is not str and not isinstance(method, str):
         return ProtocolError(INVALID_REQUEST, BAD_METHOD)
-    if not isinstance(message.get("params", _NO_PARAMS), dict):
+    params = message.get("params", _NO_PARAMS)
+    if type(params) is not dict and not isinstance(params, dict):
         return ProtocolError(INVALID_REQUEST, BAD_PARAMS)
     return None
 
