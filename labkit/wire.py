@@ -200,8 +200,9 @@ def error_response(request_id: RequestId | None, error: ProtocolError) -> dict[s
 # `error_response` (orjson keeps the members in insertion order, without spaces).
 _RESPONSE_HEAD: Final = b'{"jsonrpc":"2.0","id":'
 _RESULT_MEMBER: Final = b',"result":'
-# Where an encoded error response says its code; a result never has these bytes at its top.
+# Where an encoded error response says its code.
 _ERROR_MEMBER: Final = b',"error":{"code":'
+_AFTER_HEAD: Final = len(_RESPONSE_HEAD)
 
 
 def encoded_result_response(request_id: RequestId, result: bytes) -> bytes:
@@ -214,9 +215,12 @@ def encoded_result_response(request_id: RequestId, result: bytes) -> bytes:
 
 def error_code(response: bytes) -> int | None:
     """The JSON-RPC error code of an encoded response (what an HTTP status is chosen by), or
-    None for a result. A result is told apart without parsing unless it holds the error
-    member's bytes itself (a tool's output shaped like an error): then it is parsed."""
-    if _ERROR_MEMBER not in response:
+    None for a result. The member after the id says which it is: neither member's bytes can
+    occur inside the id (a string's quotes are escaped), so the first `,"result":` with no
+    error member before it is a result's, found without reading its result. An error response
+    is parsed for its code."""
+    member = response.find(_RESULT_MEMBER, _AFTER_HEAD)
+    if member >= 0 and response.find(_ERROR_MEMBER, _AFTER_HEAD, member) < 0:
         return None
     try:
         parsed = decode(response)

@@ -195,3 +195,24 @@ def test_a_result_holding_the_error_members_bytes_is_no_error() -> None:
     response = encode(result_response(1, result))
     assert b',"error":{"code":' in response
     assert error_code(response) is None
+
+
+@settings(max_examples=300)
+@given(
+    request_id=st.one_of(_IDS, st.sampled_from(["a,", ',"result":', '","result":{', "\\"])),
+    code=st.sampled_from([-32600, -32602, -32001, -32603]),
+    data=_RESULTS,
+)
+def test_an_error_response_is_told_from_a_result_whatever_its_id_and_data_hold(
+    request_id: Any, code: int, data: Any
+) -> None:
+    """The member after the id decides: an id or error data holding a result member's bytes
+    (`,"result":`) leaves an error response an error, and a result whose id holds them a
+    result."""
+    error = ProtocolError(code, "no", {"shown": data, "result": {"x": 1}})
+    response = encode(error_response(request_id, error))
+    assert b',"result":' in response
+    assert error_code(response) == code
+    result = encode(result_response(request_id, {"r": data, "error": {"code": 1}}))
+    assert b',"error":{"code":' in result
+    assert error_code(result) is None

@@ -69,16 +69,25 @@ def header_mismatch(message: Any, headers: Iterable[tuple[str, str]]) -> Protoco
     header that disagrees with the body is reported as such, while a header and body that
     agree on an unsupported version get the core's -32022 with its data (docs/protocol.md).
     """
-    if not _checkable(message):
+    try:  # what a checkable request holds (a request without them is not checkable)
+        method, params = message["method"], message["params"]
+        params["_meta"][META_VERSION]
+    except (TypeError, KeyError):
         return None
-    return routing_mismatch(message["method"], message.get("params", {}), headers)
+    # Headers that agree with the body are no mismatch, whatever else the body holds: the
+    # body's full check runs only when they disagree (the usual request is read, not checked).
+    mismatch = routing_mismatch(method, params, headers)
+    if mismatch is None or not _checkable(message):
+        return None
+    return mismatch
 
 
 def routing_mismatch(
     method: str, params: dict[str, Any], headers: Iterable[tuple[str, str]]
 ) -> ProtocolError | None:
     """`header_mismatch` for a request already known to be checkable (a well-formed envelope,
-    a string `_meta` version and capabilities)."""
+    a string `_meta` version and capabilities), or one whose verdict is kept only if it is:
+    any `params` object holding `_meta` with a version can be compared."""
     seen: dict[str, str] = {}
     for name, value in headers:
         if name in ROUTING_HEADERS:
@@ -102,14 +111,17 @@ def routing_mismatch(
 
 
 def _checkable(message: Any) -> bool:
+    # Exact types first: the usual request costs no call past the envelope's.
     if envelope_error(message) is not None or "id" not in message:
         return False
-    meta = message.get("params", {}).get("_meta")
-    return (
-        isinstance(meta, dict)
-        and isinstance(meta.get(META_VERSION), str)
-        and META_CAPABILITIES in meta
-    )
+    meta = message.get("params", _NO_PARAMS).get("_meta")
+    if type(meta) is not dict and not isinstance(meta, dict):
+        return False
+    version = meta.get(META_VERSION)
+    return (type(version) is str or isinstance(version, str)) and META_CAPABILITIES in meta
+
+
+_NO_PARAMS: Final[dict[str, Any]] = {}
 
 
 def _mismatch(reason: str) -> ProtocolError:

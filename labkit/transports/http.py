@@ -36,7 +36,7 @@ import copy
 import functools
 import logging
 import math
-from collections.abc import Collection, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from typing import Any, Final, NamedTuple, Protocol
 
 import anyio
@@ -153,6 +153,17 @@ class _Streamed(NamedTuple):
         await _until_disconnect(self.respond, send, receive)
 
 
+class _Deferred(NamedTuple):
+    """A reply known only after a wait (a call in a worker thread): awaited, then written, so
+    the steps before it stay synchronous and an answer on the loop awaits nothing extra."""
+
+    reply: Callable[[], Awaitable[Reply]]
+
+    async def write(self, send: Send, receive: Receive) -> None:
+        reply = await self.reply()
+        await reply.write(send, receive)
+
+
 class _Answered(Exception):
     """A request answered before dispatch (an HTTP-level refusal, or a body that is no JSON):
     raised with its reply."""
@@ -191,7 +202,9 @@ def _response(response: bytes | None) -> _Whole:
     if response is None:  # a notification, accepted and dropped by the core
         return _ACCEPTED
     code = error_code(response)
-    return _json(200 if code is None else http_status(code), response)
+    if code is None:
+        return _new_whole((200, _JSON_HEADERS, response))
+    return _json(http_status(code), response)
 
 
 class McpEndpoint:
@@ -222,7 +235,10 @@ class McpEndpoint:
         self.timeout_seconds = timeout_seconds
         self.blocking_methods = frozenset(blocking_methods)
         self.legacy = legacy
-        self._contexts: dict[str, RequestContext] = {}
+        # Contexts kept per principal for inline requests, without and with a notification
+        # sink (`_context`), and the sink: what the inline call running has notified.
+        self._contexts: tuple[dict[str, RequestContext], dict[str, RequestContext]] = ({}, {})
+        self._noted: list[dict[str, Any]] = []
         # Set by `create_app`: requests for other paths (and a mounted root path, and the
         # lifespan) go to this router; None for the endpoint the router itself calls.
         self._fallback: ASGIApp | None = None
@@ -259,7 +275,7 @@ class McpEndpoint:
                 reply: Reply = _Streamed(self.legacy.end(fields[SESSION_HEADER], principal))
             else:
                 post = await self._read(receive, fields, principal)
-                reply = await self._dispatch(post, fields, routing)
+                reply = self._dispatch(post, fields, routing)
         except _Answered as refused:
             reply = refused.reply
         await reply.write(send, receive)
@@ -302,11 +318,12 @@ class McpEndpoint:
             raise _Answered(_json(400, encode(parse_error_response()))) from None
         return _new_post((message, principal, streams, deadline))
 
-    async def _dispatch(
+    def _dispatch(
         self, post: _Post, fields: dict[str, str], routing: list[tuple[str, str]]
     ) -> Reply:
         """The reply to a message: a legacy session's, a routing-header refusal, or the core's
-        response, from a worker thread for a blocking method, else answered on the loop."""
+        response, from a worker thread for a blocking method (a reply that waits for it when
+        written), else answered on the loop."""
         message = post.message
         if self.legacy is not None:
             routed = self.legacy.route(fields, message, post.principal)
@@ -320,37 +337,47 @@ class McpEndpoint:
         method = message.get("method") if isinstance(message, dict) else None
         if method in self.blocking_methods and raw_id is not None:
             if post.streams:
-                return await self._live(post, raw_id)
-            context = RequestContext(principal=post.principal, transport="http")
-            return _response(await self._in_thread(message, context, post.deadline, raw_id))
+                return _Deferred(functools.partial(self._live, post, raw_id))
+            return _Deferred(functools.partial(self._threaded, post, raw_id))
         return self._inline(post)
 
     def _inline(self, post: _Post) -> _Whole:
         """A message answered on the loop (a notification dispatches nothing): what the handler
-        notified goes out ahead of the response when the client can take a stream."""
-        notes: list[dict[str, Any]] = []
-        if post.streams:
-            context = RequestContext(
-                principal=post.principal, transport="http", notify=notes.append
-            )
-        else:
-            context = self._plain_context(post.principal)
+        notified goes out ahead of the response when the client can take a stream.
+
+        The loop runs one inline call at a time and `Server.respond` does not await, so one
+        list collects the notifications of the call running: emptied before it, taken after
+        it (a note sent after its call has returned is dropped, as it always was)."""
+        noted = self._noted
+        noted.clear()
+        context = self._contexts[post.streams].get(post.principal)
+        if context is None:
+            context = self._context(post.principal, post.streams)
         response = self.server.respond(post.message, context)
-        if response is not None and notes:
+        if response is not None and noted:
+            notes = [*noted, Fragment(response)]
+            noted.clear()
             # The status line goes out before the stream: 200, whatever the response.
-            body = b"".join(map(event, [*notes, Fragment(response)]))
-            return _new_whole((200, SSE_HEADERS, body))
+            return _new_whole((200, SSE_HEADERS, b"".join(map(event, notes))))
         return _response(response)
 
-    def _plain_context(self, principal: str) -> RequestContext:
-        """The context of a request whose notifications are dropped: immutable, so one per
-        principal is kept (at most `_MAX_KEPT_CONTEXTS`, then they are built per request)."""
-        context = self._contexts.get(principal)
-        if context is None:
-            context = RequestContext(principal=principal, transport="http")
-            if len(self._contexts) < _MAX_KEPT_CONTEXTS:
-                self._contexts[principal] = context
+    def _context(self, principal: str, streams: bool) -> RequestContext:
+        """A new context for requests answered on the loop: its notifications go to the loop's
+        list when the client takes a stream, else they are dropped. Immutable, so one per
+        principal and kind is kept in `_contexts` (at most `_MAX_KEPT_CONTEXTS` each, then they
+        are built per request)."""
+        notify = self._noted.append if streams else None
+        context = RequestContext(principal=principal, transport="http", notify=notify)
+        kept = self._contexts[streams]
+        if len(kept) < _MAX_KEPT_CONTEXTS:
+            kept[principal] = context
         return context
+
+    async def _threaded(self, post: _Post, raw_id: Any) -> Reply:
+        """A call in a worker thread whose client takes no stream: its notifications are
+        dropped, its response is plain JSON."""
+        context = RequestContext(principal=post.principal, transport="http")
+        return _response(await self._in_thread(post.message, context, post.deadline, raw_id))
 
     async def _live(self, post: _Post, raw_id: Any) -> Reply:
         """A call in a worker thread whose client takes a stream: each notification the
