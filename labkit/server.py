@@ -270,21 +270,23 @@ class Server:
         is an invalid request and gets -32600 with `id: null`. This is the one error boundary:
         a `ProtocolError` becomes its error response, anything else -32603.
         """
-        raw_id = message.get("id") if isinstance(message, dict) else None
-        kind = type(raw_id)  # exact types first: the usual id costs no call
-        request_id = raw_id if kind is int or kind is str or is_request_id(raw_id) else None
         try:
-            method = self._validate(message, request_id)
-            if request_id is None:  # a well-formed object without an id: a notification
-                log.debug("notification %r ignored", method)
+            invalid = envelope_error(message)
+            if invalid is not None:
+                raise invalid
+            request_id: RequestId | None = message.get("id")  # well formed: a valid id, or none
+            if request_id is None:  # a notification
+                log.debug("notification %r ignored", message["method"])
                 return None
+            method = self._validate(message)
             encoded = self.listings.get(method)
             if encoded is not None:  # encoded once: nothing to dispatch, no `Request` to build
                 return encoded_result_response(request_id, encoded)
             return self._dispatch(self._request(message, request_id, method, context))
         except ProtocolError as error:
-            return encode(error_response(request_id, error))
+            return encode(error_response(_echoed_id(message), error))
         except Exception:
+            request_id = _echoed_id(message)
             log.exception("internal error answering request %r", request_id)
             internal = ProtocolError(INTERNAL_ERROR, "Internal error")
             return encode(error_response(request_id, internal))
@@ -296,17 +298,12 @@ class Server:
         encoded = self.respond(message, context)
         return None if encoded is None else decode(encoded)
 
-    def _validate(self, message: Any, request_id: RequestId | None) -> str:
-        """The method `message` asks for, checked once: its envelope
-        (`labkit.wire.envelope_error`) and, for a request (one with an id), its method and its
-        `_meta`. Raises the refusal. Exact types are tested first: the usual request costs no
-        call past the envelope's."""
-        invalid = envelope_error(message)
-        if invalid is not None:
-            raise invalid
+    def _validate(self, message: dict[str, Any]) -> str:
+        """The method a well-formed request (`labkit.wire.envelope_error` passed, an id
+        present) asks for, checked once: registered, with a `_meta` of the version and
+        capabilities this server takes. Raises the refusal. Exact types are tested first: the
+        usual request costs no call."""
         method: str = message["method"]
-        if request_id is None:  # a notification: dispatched never, so nothing more to check
-            return method
         if method not in self.methods:
             raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
         meta = message.get("params", _NO_PARAMS).get("_meta")
@@ -506,6 +503,13 @@ def default_cache_hints(list_ttl_ms: int) -> dict[str, CacheHint]:
         "resources/templates/list": listing,
         "resources/read": CacheHint(0, "private"),
     }
+
+
+def _echoed_id(message: Any) -> RequestId | None:
+    """The id an error response to `message` carries: its id when that is a valid one, else
+    null (JSON-RPC 2.0 section 5)."""
+    raw_id = message.get("id") if isinstance(message, dict) else None
+    return raw_id if is_request_id(raw_id) else None
 
 
 def progress_token(request: Request) -> str | int | None:
