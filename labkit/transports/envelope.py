@@ -71,42 +71,40 @@ def header_mismatch(message: Any, headers: Iterable[tuple[str, str]]) -> Protoco
     """
     try:  # what a checkable request holds (a request without them is not checkable)
         method, params = message["method"], message["params"]
-        params["_meta"][META_VERSION]
+        version = params["_meta"][META_VERSION]
     except (TypeError, KeyError):
         return None
     # Headers that agree with the body are no mismatch, whatever else the body holds: the
     # body's full check runs only when they disagree (the usual request is read, not checked).
-    mismatch = routing_mismatch(method, params, headers)
-    if mismatch is None or not _checkable(message):
+    reason = _disagreement(method, params, version, headers)
+    if reason is None or not _checkable(message):
         return None
-    return mismatch
+    return ProtocolError(HEADER_MISMATCH, f"Header mismatch: {reason}")
 
 
-def routing_mismatch(
-    method: str, params: dict[str, Any], headers: Iterable[tuple[str, str]]
-) -> ProtocolError | None:
-    """`header_mismatch` for a request already known to be checkable (a well-formed envelope,
-    a string `_meta` version and capabilities), or one whose verdict is kept only if it is:
-    any `params` object holding `_meta` with a version can be compared."""
+def _disagreement(
+    method: Any, params: dict[str, Any], version: Any, headers: Iterable[tuple[str, str]]
+) -> str | None:
+    """How the routing headers disagree with a body's method, params and version, or None."""
     seen: dict[str, str] = {}
     for name, value in headers:
         if name in ROUTING_HEADERS:
             if name in seen:
                 # First-copy and last-copy readers would disagree about what was asked.
-                return _mismatch(f"{name} header appears more than once")
+                return f"{name} header appears more than once"
             seen[name] = value
-    if seen.get(PROTOCOL_VERSION_HEADER) != params["_meta"][META_VERSION]:
-        return _mismatch(
+    if seen.get(PROTOCOL_VERSION_HEADER) != version:
+        return (
             "MCP-Protocol-Version header is missing or does not match "
             f"params._meta[{META_VERSION!r}]"
         )
     if seen.get(METHOD_HEADER) != method:
-        return _mismatch("Mcp-Method header is missing or does not match the method")
-    key = NAME_BEARING.get(method)
+        return "Mcp-Method header is missing or does not match the method"
+    key = NAME_BEARING.get(method)  # the method equals a header here: a string
     if key is not None and isinstance(params.get(key), str):
         sent = seen.get(NAME_HEADER)
         if sent is None or decode_header_value(sent) != params[key]:
-            return _mismatch(f"Mcp-Name header is missing or does not match params.{key}")
+            return f"Mcp-Name header is missing or does not match params.{key}"
     return None
 
 
@@ -122,7 +120,3 @@ def _checkable(message: Any) -> bool:
 
 
 _NO_PARAMS: Final[dict[str, Any]] = {}
-
-
-def _mismatch(reason: str) -> ProtocolError:
-    return ProtocolError(HEADER_MISMATCH, f"Header mismatch: {reason}")

@@ -17,8 +17,9 @@ for its path is served directly, with one pass over the headers (decoding only t
 reads, and applying the rules of `labkit.transports.guard`: one copy of each singleton header,
 a Host and Origin of this server's through `TrustedOrigins`), one loop timer for the body
 deadline and one core call; no request object, router or middleware stack is built. A request
-goes through three steps, each with one return type: admit (the principal), read (the message)
-and dispatch (the reply, which writes itself); a refusal on the way raises the reply it is.
+goes through three steps, each a plain call with one return type: admit (the principal), read
+(the message, from the body awaited between them) and dispatch (the reply, which writes itself
+and is the only other await); a refusal on the way raises the reply it is.
 Starlette serves everything else (the consent page, 404s), behind `guard.Guarded`.
 
 With `legacy` (a `LegacyHttp`), 2025-11-25 clients are served on the same endpoint: a request
@@ -196,6 +197,14 @@ def _json(status: int, body: bytes) -> _Whole:
     return _new_whole((status, _RETRY_HEADERS if status == 503 else _JSON_HEADERS, body))
 
 
+def _read(body: bytes) -> Any:
+    """The message a request body holds; a body that is no JSON is answered -32700."""
+    try:
+        return decode(body)
+    except ProtocolError:
+        raise _Answered(_json(400, encode(parse_error_response()))) from None
+
+
 def _response(response: bytes | None) -> _Whole:
     """The reply carrying the core's response: 202 and no body for a notification, else JSON
     with the status its error code maps to (200 for a result)."""
@@ -209,9 +218,10 @@ def _response(response: bytes | None) -> _Whole:
 
 class McpEndpoint:
     """The ASGI application behind `/mcp`. Each request goes through three steps: `_admit`
-    (headers, Host and Origin, method, authentication), `_read` (media types, the body within
-    its deadline, decoding) and `_dispatch` (legacy routing, routing headers, a worker thread or
-    the loop, a stream or JSON); a refusal on the way is the request's reply."""
+    (headers, Host and Origin, method, authentication), `_read` (the body, read within the size
+    limit and its deadline by `__call__` once the media types are checked, decoded) and
+    `_dispatch` (legacy routing, routing headers, a worker thread or the loop, a stream or
+    JSON); a refusal on the way is the request's reply."""
 
     def __init__(
         self,
@@ -274,7 +284,20 @@ class McpEndpoint:
                 assert self.legacy is not None
                 reply: Reply = _Streamed(self.legacy.end(fields[SESSION_HEADER], principal))
             else:
-                post = await self._read(receive, fields, principal)
+                # The body is the one read awaited before the reply; the steps around it do no
+                # I/O and are plain calls.
+                streams = _check_media_types(fields)
+                deadline = asyncio.get_running_loop().time() + self.timeout_seconds
+                try:
+                    raw = await read_body(
+                        receive,
+                        fields.get("content-length"),
+                        max_bytes=self.max_body_bytes,
+                        deadline=deadline,
+                    )
+                except BodyRefused as refused:
+                    raise _reject(refused.status, refused.text, refused.headers) from None
+                post = _new_post((_read(raw), principal, streams, deadline))
                 reply = self._dispatch(post, fields, routing)
         except _Answered as refused:
             reply = refused.reply
@@ -297,26 +320,6 @@ class McpEndpoint:
             # One answer for a missing, malformed or wrong token: nothing tells them apart.
             raise _reject(401, "Unauthorized", [_CHALLENGE])
         return principal
-
-    async def _read(self, receive: Receive, fields: dict[str, str], principal: str) -> _Post:
-        """The request's message: media types the endpoint reads and writes, the body within
-        the size limit and the deadline (which then bounds the call too), decoded."""
-        streams = _check_media_types(fields)
-        deadline = asyncio.get_running_loop().time() + self.timeout_seconds
-        try:
-            raw = await read_body(
-                receive,
-                fields.get("content-length"),
-                max_bytes=self.max_body_bytes,
-                deadline=deadline,
-            )
-        except BodyRefused as refused:
-            raise _reject(refused.status, refused.text, refused.headers) from None
-        try:
-            message = decode(raw)
-        except ProtocolError:
-            raise _Answered(_json(400, encode(parse_error_response()))) from None
-        return _new_post((message, principal, streams, deadline))
 
     def _dispatch(
         self, post: _Post, fields: dict[str, str], routing: list[tuple[str, str]]
