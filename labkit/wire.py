@@ -215,12 +215,13 @@ def encoded_result_response(request_id: RequestId, result: bytes) -> bytes:
 
 def error_code(response: bytes) -> int | None:
     """The JSON-RPC error code of an encoded response (what an HTTP status is chosen by), or
-    None for a result. The member after the id says which it is: neither member's bytes can
-    occur inside the id (a string's quotes are escaped), so the first `,"result":` with no
-    error member before it is a result's, found without reading its result. An error response
-    is parsed for its code."""
-    member = response.find(_RESULT_MEMBER, _AFTER_HEAD)
-    if member >= 0 and response.find(_ERROR_MEMBER, _AFTER_HEAD, member) < 0:
+    None for a result. The member after the id says which it is, found without reading the
+    result: the first `,"` past the head. A string id holds that pair only as its last
+    character and closing quote (its other quotes are escaped), followed by `,"`, never by
+    `result":`; so `,"result":` there is a result's member, and anything else (an error, or
+    such an id) is parsed."""
+    member = response.find(b',"', _AFTER_HEAD)
+    if response.startswith(_RESULT_MEMBER, member):
         return None
     try:
         parsed = decode(response)

@@ -76,36 +76,29 @@ def header_mismatch(message: Any, headers: Iterable[tuple[str, str]]) -> Protoco
         return None
     # Headers that agree with the body are no mismatch, whatever else the body holds: the
     # body's full check runs only when they disagree (the usual request is read, not checked).
-    reason = _disagreement(method, params, version, headers)
-    if reason is None or not _checkable(message):
-        return None
-    return ProtocolError(HEADER_MISMATCH, f"Header mismatch: {reason}")
-
-
-def _disagreement(
-    method: Any, params: dict[str, Any], version: Any, headers: Iterable[tuple[str, str]]
-) -> str | None:
-    """How the routing headers disagree with a body's method, params and version, or None."""
     seen: dict[str, str] = {}
+    reason: str | None = None
     for name, value in headers:
         if name in ROUTING_HEADERS:
-            if name in seen:
+            if name in seen and reason is None:
                 # First-copy and last-copy readers would disagree about what was asked.
-                return f"{name} header appears more than once"
+                reason = f"{name} header appears more than once"
             seen[name] = value
-    if seen.get(PROTOCOL_VERSION_HEADER) != version:
-        return (
+    if reason is None and seen.get(PROTOCOL_VERSION_HEADER) != version:
+        reason = (
             "MCP-Protocol-Version header is missing or does not match "
             f"params._meta[{META_VERSION!r}]"
         )
-    if seen.get(METHOD_HEADER) != method:
-        return "Mcp-Method header is missing or does not match the method"
-    key = NAME_BEARING.get(method)  # the method equals a header here: a string
+    if reason is None and seen.get(METHOD_HEADER) != method:
+        reason = "Mcp-Method header is missing or does not match the method"
+    key = NAME_BEARING.get(method) if reason is None else None  # here a string: a header's
     if key is not None and isinstance(params.get(key), str):
         sent = seen.get(NAME_HEADER)
         if sent is None or decode_header_value(sent) != params[key]:
-            return f"Mcp-Name header is missing or does not match params.{key}"
-    return None
+            reason = f"Mcp-Name header is missing or does not match params.{key}"
+    if reason is None or not _checkable(message):
+        return None
+    return ProtocolError(HEADER_MISMATCH, f"Header mismatch: {reason}")
 
 
 def _checkable(message: Any) -> bool:

@@ -511,10 +511,18 @@ def _check_media_types(fields: dict[str, str]) -> bool:
     accept = fields.get("accept")
     if accept is None:
         return False
-    kinds = _media_types(accept)
-    if not kinds & _JSON_TYPES:
+    streams = _streams(accept)
+    if streams is None:
         raise _reject(406, "Not Acceptable: responses are application/json")
-    return _EVENT_STREAM in kinds
+    return streams
+
+
+@functools.lru_cache(maxsize=256)
+def _streams(accept: str) -> bool | None:
+    """Whether an Accept value takes `text/event-stream`; None when it takes no JSON. Judged
+    once per distinct value, as `_media_types` parses it."""
+    kinds = _media_types(accept)
+    return _EVENT_STREAM in kinds if kinds & _JSON_TYPES else None
 
 
 def create_app(
