@@ -179,7 +179,7 @@ def _reject(status: int, text: str, headers: Iterable[tuple[bytes, bytes]] = ())
 
 
 class _Post(NamedTuple):
-    """An admitted POST, its body read and decoded."""
+    """An admitted POST whose call runs in a worker thread, its body read and decoded."""
 
     message: Any
     principal: str
@@ -187,8 +187,7 @@ class _Post(NamedTuple):
     deadline: float  # the loop time by which a call must have answered
 
 
-# `_Post(...)` and `_Whole(...)` without the named tuple's Python-level `__new__` (hot path).
-_new_post: Final = functools.partial(tuple.__new__, _Post)
+# `_Whole(...)` without the named tuple's Python-level `__new__` (hot path).
 _new_whole: Final = functools.partial(tuple.__new__, _Whole)
 
 
@@ -297,8 +296,8 @@ class McpEndpoint:
                     )
                 except BodyRefused as refused:
                     raise _reject(refused.status, refused.text, refused.headers) from None
-                post = _new_post((_read(raw), principal, streams, deadline))
-                reply = self._dispatch(post, fields, routing)
+                message = _read(raw)
+                reply = self._dispatch(message, principal, streams, deadline, fields, routing)
         except _Answered as refused:
             reply = refused.reply
         await reply.write(send, receive)
@@ -322,29 +321,38 @@ class McpEndpoint:
         return principal
 
     def _dispatch(
-        self, post: _Post, fields: dict[str, str], routing: list[tuple[str, str]]
+        self,
+        message: Any,
+        principal: str,
+        streams: bool,
+        deadline: float,
+        fields: dict[str, str],
+        routing: list[tuple[str, str]],
     ) -> Reply:
         """The reply to a message: a legacy session's, a routing-header refusal, or the core's
         response, from a worker thread for a blocking method (a reply that waits for it when
-        written), else answered on the loop."""
-        message = post.message
+        written), else answered on the loop. `deadline` is the loop time by which a call in a
+        worker thread must have answered; the message arrives as `_read` decoded it."""
         if self.legacy is not None:
-            routed = self.legacy.route(fields, message, post.principal)
+            routed = self.legacy.route(fields, message, principal)
             if routed is not None:
                 return _Streamed(routed)
         mismatch = header_mismatch(message, routing)
-        raw_id = message.get("id") if isinstance(message, dict) else None
+        if type(message) is dict or isinstance(message, dict):
+            raw_id, method = message.get("id"), message.get("method")
+        else:
+            raw_id = method = None
         if mismatch is not None:
             request_id = raw_id if is_request_id(raw_id) else None
             return _json(http_status(mismatch.code), encode(error_response(request_id, mismatch)))
-        method = message.get("method") if isinstance(message, dict) else None
-        if method in self.blocking_methods and raw_id is not None:
-            if post.streams:
+        if raw_id is not None and method in self.blocking_methods:
+            post = _Post(message, principal, streams, deadline)
+            if streams:
                 return _Deferred(functools.partial(self._live, post, raw_id))
             return _Deferred(functools.partial(self._threaded, post, raw_id))
-        return self._inline(post)
+        return self._inline(message, principal, streams)
 
-    def _inline(self, post: _Post) -> _Whole:
+    def _inline(self, message: Any, principal: str, streams: bool) -> _Whole:
         """A message answered on the loop (a notification dispatches nothing): what the handler
         notified goes out ahead of the response when the client can take a stream.
 
@@ -353,10 +361,10 @@ class McpEndpoint:
         it (a note sent after its call has returned is dropped, as it always was)."""
         noted = self._noted
         noted.clear()
-        context = self._contexts[post.streams].get(post.principal)
+        context = self._contexts[streams].get(principal)
         if context is None:
-            context = self._context(post.principal, post.streams)
-        response = self.server.respond(post.message, context)
+            context = self._context(principal, streams)
+        response = self.server.respond(message, context)
         if response is not None and noted:
             notes = [*noted, Fragment(response)]
             noted.clear()
