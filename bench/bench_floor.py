@@ -1,6 +1,11 @@
 """labkit against its floors and the SDK, per server CPU-second, in one interleaved run.
 
     .venv/bin/python bench/bench_floor.py [--repeats 5] [--seconds 2]
+    .venv/bin/python bench/bench_floor.py --server-floors   # the core's `tools/list` rows only
+
+`--server-floors` runs the rows that measure the server entry and the HTTP endpoint against
+their floors: HTTP `tools/list` at 8 connections, stdio `tools/list` and in-process
+`tools/list`, with floor-1 (or the stdio and in-process floor) and labkit only.
 
 The floors do the least any server must do with the same stack (`bench/floors.py`): floor-1 a
 bare uvicorn + httptools + uvloop ASGI app that reads the body, parses it with orjson and
@@ -19,7 +24,7 @@ Cells (every figure counts requests: a flow is two, round one and its cancel ret
   the server's stdin and checks each reply line. Servers: the stdio floor, labkit's
   `StdioTransport`, the SDK's `stdio_server` + `Server.run`.
 * in-process `tools/list` and flow: bytes in, bytes out in this process. labkit: the work of
-  its stdio transport per line without the pipe (`decode`, the server, the response's bytes);
+  its stdio transport per line without the pipe (`decode`, then `Server.respond`);
   the SDK: the steps of its Streamable HTTP entry between body and reply (see
   `bench_inprocess.sdk_jsonrpc_entry`) with orjson around them.
 
@@ -122,10 +127,9 @@ def labkit_answer(server: Any) -> Callable[[bytes], bytes]:
     context = RequestContext(principal="alice", transport="stdio")
 
     def answer(raw: bytes) -> bytes:
-        encoded = server.handle_encoded(decode(raw), context)
+        encoded: bytes | None = server.respond(decode(raw), context)
         assert encoded is not None
-        body: bytes = encoded.body
-        return body
+        return encoded
 
     return answer
 
@@ -142,7 +146,7 @@ def http_cells() -> list[tuple[str, str, int]]:
 
 
 @contextmanager
-def http_servers(replies_file: Path) -> Iterator[dict[str, Any]]:
+def http_servers(replies_file: Path, names: tuple[str, ...]) -> Iterator[dict[str, Any]]:
     from bench_http import free_port, serving
 
     python = sys.executable
@@ -162,6 +166,8 @@ def http_servers(replies_file: Path) -> Iterator[dict[str, Any]]:
     with ExitStack() as stack:
         served = {}
         for name, command in commands.items():
+            if name not in names:
+                continue
             port = free_port()
             served[name] = stack.enter_context(
                 serving(
@@ -325,7 +331,16 @@ def load() -> str:
     return " / ".join(f"{value:.1f}" for value in os.getloadavg())
 
 
-def run(repeats: int, seconds: int, *, skip_http: bool = False) -> dict[str, Any]:
+SERVER_FLOOR_SERVERS = ("floor-1", "labkit")
+SERVER_FLOOR_CELLS = ("HTTP tools/list, 8 conns", "stdio tools/list", "in-process tools/list")
+
+
+def run(
+    repeats: int, seconds: int, *, skip_http: bool = False, server_floors: bool = False
+) -> dict[str, Any]:
+    def wanted(cell: str, server: str) -> bool:
+        return not server_floors or (cell in SERVER_FLOOR_CELLS and server in SERVER_FLOOR_SERVERS)
+
     RESULTS.mkdir(exist_ok=True)
     os.sched_setaffinity(0, {int(LOAD_CPU)})
     replies = labkit_replies()
@@ -344,7 +359,9 @@ def run(repeats: int, seconds: int, *, skip_http: bool = False) -> dict[str, Any
             from bench_http import ensure_wrk
 
             wrk = ensure_wrk()
-            http = stack.enter_context(http_servers(replies_file))
+            http = stack.enter_context(
+                http_servers(replies_file, SERVER_FLOOR_SERVERS if server_floors else SERVERS)
+            )
         python = sys.executable
         lines = {
             "floor-1": LineServer(
@@ -353,18 +370,25 @@ def run(repeats: int, seconds: int, *, skip_http: bool = False) -> dict[str, Any
             "labkit": LineServer(
                 "labkit", [python, str(BENCH / "labkit_http_server.py"), "--stdio"]
             ),
-            "SDK": LineServer("SDK", [python, str(BENCH / "sdk_notes_server.py"), "--stdio"]),
         }
+        if not server_floors:
+            lines["SDK"] = LineServer(
+                "SDK", [python, str(BENCH / "sdk_notes_server.py"), "--stdio"]
+            )
+        if server_floors:
+            lines = {name: lines[name] for name in SERVER_FLOOR_SERVERS}
         for server in lines.values():
             stack.callback(server.close)
         entries = in_process_entries(replies)
         # Warm-up: every server answers every kind of request once, checked, before timing.
-        for served in http.values():
-            for _, mode, connections in http_cells():
-                http_run(wrk, served, mode, connections, 1)
-        for server in lines.values():
-            for mode in ("list", "flow"):
-                stdio_run(server, mode, 0.5)
+        for name, served in http.items():
+            for cell, mode, connections in http_cells():
+                if wanted(cell, name):
+                    http_run(wrk, served, mode, connections, 1)
+        for name, server in lines.items():
+            for cell, mode in (("stdio tools/list", "list"), ("stdio delete+cancel", "flow")):
+                if wanted(cell, name):
+                    stdio_run(server, mode, 0.5)
         print(
             f"floors: every server answered every cell's requests as expected; "
             f"{repeats} repetitions follow",
@@ -373,16 +397,19 @@ def run(repeats: int, seconds: int, *, skip_http: bool = False) -> dict[str, Any
         for repeat in range(repeats):
             for cell, mode, connections in [] if skip_http else http_cells():
                 for name, served in http.items():
-                    add(cell, name, http_run(wrk, served, mode, connections, seconds))
+                    if wanted(cell, name):
+                        add(cell, name, http_run(wrk, served, mode, connections, seconds))
             for cell, mode in (("stdio tools/list", "list"), ("stdio delete+cancel", "flow")):
                 for name, server in lines.items():
-                    add(cell, name, stdio_run(server, mode, seconds))
+                    if wanted(cell, name):
+                        add(cell, name, stdio_run(server, mode, seconds))
             for cell, mode in (
                 ("in-process tools/list", "list"),
                 ("in-process flow", "flow"),
             ):
                 for name, call in entries.items():
-                    add(cell, name, asyncio.run(in_process_run(call, mode)))
+                    if wanted(cell, name):
+                        add(cell, name, asyncio.run(in_process_run(call, mode)))
             print(f"  repetition {repeat + 1}/{repeats} done ({load()})", flush=True)
     cells = list(dict.fromkeys(cell for cell, _ in samples))
     rows = []
@@ -416,10 +443,11 @@ def markdown(result: dict[str, Any]) -> str:
         "|---|--:|--:|--:|--:|--:|--:|",
     ]
     for row in result["rows"]:
-        floor, labkit, sdk = row.get("floor-1"), row["labkit"], row["SDK"]
+        floor, labkit, sdk = row.get("floor-1"), row["labkit"], row.get("SDK")
+        versus_sdk = "–" if sdk is None else f"{labkit / sdk:.1f}x"
         lines.append(
             f"| {row['cell']} | {cell(floor)} | {cell(row.get('floor-2'))} | {cell(labkit)} "
-            f"| {cell(sdk)} | {labkit / floor:.2f} | {labkit / sdk:.1f}x |"
+            f"| {cell(sdk)} | {labkit / floor:.2f} | {versus_sdk} |"
         )
     lines.append("")
     lines.append(
@@ -437,8 +465,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--seconds", type=int, default=2)
     parser.add_argument("--skip-http", action="store_true")
+    parser.add_argument(
+        "--server-floors",
+        action="store_true",
+        help="only the tools/list rows (HTTP at 8 conns, stdio, in-process), floor and labkit",
+    )
     args = parser.parse_args(argv)
-    result = run(args.repeats, args.seconds, skip_http=args.skip_http)
+    result = run(
+        args.repeats, args.seconds, skip_http=args.skip_http, server_floors=args.server_floors
+    )
     table = markdown(result)
     print(table, flush=True)
     (RESULTS / "floors.md").write_text(table + "\n")

@@ -1,4 +1,5 @@
-"""The sans-IO MCP 2026-07-28 server: one parsed JSON-RPC object in, one response (or None) out.
+"""The sans-IO MCP 2026-07-28 server: one parsed JSON-RPC object in, one encoded response (or
+None) out, through `Server.respond`, the one entry every transport calls.
 
 Owns: envelope validation, per-request `_meta` validation, method dispatch, the one error
 boundary, `server/discover`, `tools/list` and `tools/call` routing, and the general registrations
@@ -8,14 +9,16 @@ beside tools: prompts (`prompts/list`, `prompts/get`), resources and resource te
 is declared, only when something is registered for it: the lesson's deployment registers one tool
 and answers exactly what it did before.
 Must not import a transport, a widget toolkit or anything that does I/O: transports call
-`Server.handle` and own their sockets and pipes. A handler that reports progress hands the
+`Server.respond` and own their sockets and pipes. A handler that reports progress hands the
 notification to `RequestContext.emit`; the transport decides whether it travels (an SSE event
 before the response) or is dropped.
 
 `server/discover` and `tools/list` answer the same for every valid request of a deployment
-(their `ttlMs` says so): their results are built and encoded once, on first use. `handle_encoded`
-writes those bytes as they are (the transports use it); `handle` hands each caller a fresh copy,
-so a caller that changes its result never changes what the next caller gets.
+(their `ttlMs` says so): their results are built and encoded once, on first use
+(`EncodedOnce`), and `respond` writes those bytes as they are, inside the envelope's byte
+template (`labkit.wire.encoded_result_response`). `handle` is `respond`'s response parsed, for
+callers that work with objects: each gets a fresh copy, so a caller that changes its result
+never changes what the next caller gets.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import copy
 import functools
 import logging
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple, Protocol
 
@@ -44,10 +47,13 @@ from labkit.wire import (
     META_VERSION,
     PROTOCOL_VERSION,
     RequestId,
+    decode,
     encode,
+    encoded_result_response,
     envelope_error,
     error_response,
     is_request_id,
+    result_response,
 )
 
 log = logging.getLogger("labkit.server")
@@ -62,12 +68,6 @@ MAX_COMPLETION_VALUES: Final = 100
 CACHED_METHODS: Final = frozenset({"server/discover", "tools/list"})
 
 Notify = Callable[[dict[str, Any]], None]
-
-# The head of a cached response around its id; orjson encodes integers in [-2**63, 2**64)
-# (wider ids take the general path, through `labkit.wire.encode`).
-_ID_HEAD: Final = b'{"jsonrpc":"2.0","id":'
-_RESULT: Final = b',"result":'
-_INT64: Final = 2**63
 
 
 @dataclass(frozen=True)
@@ -103,20 +103,38 @@ class Request(NamedTuple):
     meta: dict[str, Any]
 
 
-class Encoded(NamedTuple):
-    """One response as the bytes a transport writes, and its JSON-RPC error code (None for a
-    result): what an HTTP transport needs for its status."""
-
-    body: bytes
-    error_code: int | None
-
-
-# A response whose result is one of the encoded-once results: (id, the result's bytes). A
-# plain tuple (a response is otherwise a dict): built on every listing, it costs least.
-_Cached = tuple[RequestId, bytes]
 _new_request: Final = functools.partial(tuple.__new__, Request)
-# `Encoded(body, code)` without the named tuple's Python-level `__new__` (the hot path).
-_new_encoded: Final = functools.partial(tuple.__new__, Encoded)
+# What a request without `params` is checked against (never handed on: it has no `_meta`).
+_NO_PARAMS: Final[dict[str, Any]] = {}
+
+
+class EncodedOnce:
+    """The results that are the same for every valid request of a deployment (`tools/list`,
+    `server/discover` when the server's own handlers answer them), encoded on first use and
+    kept as bytes. A result orjson cannot encode (an integer past 64 bits in a descriptor)
+    is never kept: its method is built afresh every time."""
+
+    def __init__(self, methods: Iterable[str]) -> None:
+        self._methods = frozenset(methods)
+        self._encoded: dict[str, bytes] = {}
+        # The hot path: one dict lookup, no Python frame.
+        self.get: Callable[[str], bytes | None] = self._encoded.get
+
+    def __contains__(self, method: object) -> bool:
+        """Whether `method`'s result is encoded already."""
+        return method in self._encoded
+
+    def keep(self, method: str, result: dict[str, Any]) -> bytes | None:
+        """`result` encoded and kept, when `method` is one kept once; else None."""
+        if method not in self._methods:
+            return None
+        try:
+            encoded = orjson.dumps(result)
+        except TypeError:
+            self._methods = self._methods - {method}
+            return None
+        self._encoded[method] = encoded
+        return encoded
 
 
 class Tool(Protocol):
@@ -209,6 +227,7 @@ class Server:
         self.completer = completer
         self.server_info = {"name": name, "version": version}
         self.supported_versions = tuple(supported_versions)
+        self._versions = frozenset(self.supported_versions)  # looked up on every request
         self.list_ttl_ms = list_ttl_ms
         self.instructions = instructions
         self.cache_hints = default_cache_hints(list_ttl_ms)
@@ -234,117 +253,97 @@ class Server:
         self.capabilities.update(extra_capabilities or {})
         self.methods.update(extra_methods or {})
         own = {"server/discover": Server.discover, "tools/list": Server.list_tools}
-        self._cacheable = frozenset(
+        self.listings = EncodedOnce(
             method
             for method in CACHED_METHODS
             if getattr(self.methods.get(method), "__func__", None) is own[method]
         )
-        self._encoded: dict[str, bytes] = {}
 
-    # -- the entry points -----------------------------------------------------------------
+    # -- the entry point ---------------------------------------------------------------------
 
-    def handle(self, message: Any, context: RequestContext) -> dict[str, Any] | None:
-        """Answer one parsed JSON-RPC message.
+    def respond(self, message: Any, context: RequestContext) -> bytes | None:
+        """The response to one parsed JSON-RPC message, as the bytes a transport writes; None
+        for a notification. Every transport answers through here.
 
-        Returns None for a notification (a well-formed object without an `id`), which is never
-        dispatched: it cannot delete anything (docs/LESSON.md section 13). An id-less object that is
-        not well formed is an invalid request and gets -32600 with `id: null`. Transports
-        only frame what this returns. Every response is the caller's own: changing it changes
-        nothing the server keeps.
+        A notification (a well-formed object without an `id`) is never dispatched: it cannot
+        delete anything (docs/LESSON.md section 13). An id-less object that is not well formed
+        is an invalid request and gets -32600 with `id: null`. This is the one error boundary:
+        a `ProtocolError` becomes its error response, anything else -32603.
         """
-        answer = self._answer(message, context)
-        if isinstance(answer, tuple):
-            # A fresh parse of the encoded-once result: the caller may change it freely.
-            return {"jsonrpc": "2.0", "id": answer[0], "result": orjson.loads(answer[1])}
-        return answer
-
-    def handle_encoded(self, message: Any, context: RequestContext) -> Encoded | None:
-        """`handle`, with the response as the bytes `labkit.wire.encode` gives for it (None for
-        a notification). A cached listing's result goes out as encoded once, unparsed."""
-        listing = self.encoded_listing(message)
-        if listing is not None:
-            return _new_encoded((listing, None))
-        answer = self._answer(message, context)
-        if answer is None:
-            return None
-        if type(answer) is tuple:
-            request_id, result = answer
-            try:
-                encoded_id = orjson.dumps(request_id)
-            except TypeError:  # a string id with lone surrogates: `encode` escapes it
-                encoded_id = encode(request_id)
-            return _new_encoded((b"".join((_ID_HEAD, encoded_id, _RESULT, result, b"}")), None))
-        assert isinstance(answer, dict)
-        error = answer.get("error")
-        return _new_encoded((encode(answer), error["code"] if error else None))
-
-    def encoded_listing(self, message: Any) -> bytes | None:
-        """The response bytes to a well-formed request for a listing encoded once for the
-        deployment (`tools/list`, `server/discover`), checked in one pass; or None for anything
-        else, refusals included: `handle_encoded` answers those (with the same bytes for a
-        listing this lets through). Transports call this first on their hot paths."""
-        if type(message) is not dict:
-            return None
-        method = message.get("method")
-        if type(method) is not str:
-            return None
-        encoded = self._encoded.get(method)
-        params = message.get("params")
-        if encoded is None or type(params) is not dict or message.get("jsonrpc") != "2.0":
-            return None
-        meta = params.get("_meta")
-        if type(meta) is not dict or type(meta.get(META_CAPABILITIES)) is not dict:
-            return None
-        version = meta.get(META_VERSION)
-        if type(version) is not str or version not in self.supported_versions:
-            return None
-        request_id = message.get("id")
-        if type(request_id) is int:  # any size: the digits are what `encode` writes too
-            encoded_id = b"%d" % request_id
-        elif type(request_id) is str:
-            try:
-                encoded_id = orjson.dumps(request_id)
-            except TypeError:  # lone surrogates: `handle_encoded` escapes them
-                return None
-        else:
-            return None
-        return b"".join((_ID_HEAD, encoded_id, _RESULT, encoded, b"}"))
-
-    # -- the one error boundary ------------------------------------------------------------
-
-    def _answer(self, message: Any, context: RequestContext) -> dict[str, Any] | _Cached | None:
-        if isinstance(message, dict):
-            if "id" not in message:
-                invalid = envelope_error(message)
-                if invalid is not None:
-                    return error_response(None, invalid)
+        try:
+            invalid = envelope_error(message)
+            if invalid is not None:
+                raise invalid
+            request_id: RequestId | None = message.get("id")  # well formed: a valid id, or none
+            if request_id is None:  # a notification
                 log.debug("notification %r ignored", message["method"])
                 return None
-            raw_id = message["id"]
-        else:
-            raw_id = None
-        kind = type(raw_id)
-        request_id = raw_id if kind is int or kind is str or is_request_id(raw_id) else None
-        try:
-            request = self._validate(message, request_id, context)
-            assert request_id is not None  # _validate refused anything else
-            method = request.method
-            encoded = self._encoded.get(method)  # only a cacheable method's result is kept
-            if encoded is not None or method in self._cacheable:
-                if encoded is None:
-                    result = self._result(request)
-                    encoded = self._encode_once(method, result)
-                    if encoded is None:
-                        return {"jsonrpc": "2.0", "id": request_id, "result": result}
-                if type(request_id) is str or -_INT64 <= request_id < 2 * _INT64:
-                    return (request_id, encoded)
-                return {"jsonrpc": "2.0", "id": request_id, "result": orjson.loads(encoded)}
-            return {"jsonrpc": "2.0", "id": request_id, "result": self._result(request)}
+            method = self._validate(message)
+            encoded = self.listings.get(method)
+            if encoded is not None:  # encoded once: nothing to dispatch, no `Request` to build
+                return encoded_result_response(request_id, encoded)
+            return self._dispatch(self._request(message, request_id, method, context))
         except ProtocolError as error:
-            return error_response(request_id, error)
+            return encode(error_response(_echoed_id(message), error))
         except Exception:
+            request_id = _echoed_id(message)
             log.exception("internal error answering request %r", request_id)
-            return error_response(request_id, ProtocolError(INTERNAL_ERROR, "Internal error"))
+            internal = ProtocolError(INTERNAL_ERROR, "Internal error")
+            return encode(error_response(request_id, internal))
+
+    def handle(self, message: Any, context: RequestContext) -> dict[str, Any] | None:
+        """`respond`'s response parsed, for callers that work with objects (the legacy adapter,
+        the in-process client, tests): exactly what went on the wire, and the caller's own, so
+        changing it changes nothing the server keeps."""
+        encoded = self.respond(message, context)
+        return None if encoded is None else decode(encoded)
+
+    def _validate(self, message: dict[str, Any]) -> str:
+        """The method a well-formed request (`labkit.wire.envelope_error` passed, an id
+        present) asks for, checked once: registered, with a `_meta` of the version and
+        capabilities this server takes. Raises the refusal. Exact types are tested first: the
+        usual request costs no call."""
+        method: str = message["method"]
+        if method not in self.methods:
+            raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
+        meta = message.get("params", _NO_PARAMS).get("_meta")
+        if type(meta) is not dict and not isinstance(meta, dict):
+            raise ProtocolError(INVALID_PARAMS, "params._meta is required (MCP 2026-07-28)")
+        version = meta.get(META_VERSION)
+        if type(version) is not str and not isinstance(version, str):
+            raise ProtocolError(INVALID_PARAMS, f"params._meta[{META_VERSION!r}] must be a string")
+        if version not in self._versions:
+            raise ProtocolError(
+                UNSUPPORTED_VERSION,
+                f"Unsupported protocol version: {version}",
+                {"supported": list(self.supported_versions), "requested": version},
+            )
+        capabilities = meta.get(META_CAPABILITIES)
+        if type(capabilities) is not dict and not isinstance(capabilities, dict):
+            raise ProtocolError(
+                INVALID_PARAMS, f"params._meta[{META_CAPABILITIES!r}] must be an object"
+            )
+        return method
+
+    @staticmethod
+    def _request(
+        message: dict[str, Any], request_id: RequestId, method: str, context: RequestContext
+    ) -> Request:
+        """The `Request` a message `_validate` passed makes (its params and `_meta` are there,
+        of the types checked)."""
+        params: dict[str, Any] = message["params"]
+        meta: dict[str, Any] = params["_meta"]
+        version, capabilities = meta[META_VERSION], meta[META_CAPABILITIES]
+        return _new_request((request_id, method, params, version, capabilities, context, meta))
+
+    def _dispatch(self, request: Request) -> bytes:
+        """The result response to a valid request its handler answers. A listing kept once
+        (`EncodedOnce`) is encoded here on first use; `respond` writes it from then on."""
+        result = self._result(request)
+        encoded = self.listings.keep(request.method, result)
+        if encoded is None:
+            return encode(result_response(request.id, result))
+        return encoded_result_response(request.id, encoded)
 
     def _result(self, request: Request) -> dict[str, Any]:
         result = self.methods[request.method](request)
@@ -354,61 +353,6 @@ class Server:
         meta = result.get("_meta")
         result["_meta"] = {**meta, **server_info} if meta else server_info
         return result
-
-    def _encode_once(self, method: str, result: dict[str, Any]) -> bytes | None:
-        """Encode a cacheable method's result and keep it for the deployment. A result orjson
-        cannot encode (an integer past 64 bits in a descriptor) is built afresh every time."""
-        try:
-            encoded = orjson.dumps(result)
-        except TypeError:
-            self._cacheable = self._cacheable - {method}
-            return None
-        self._encoded[method] = encoded
-        return encoded
-
-    def _validate(
-        self, message: Any, request_id: RequestId | None, context: RequestContext
-    ) -> Request:
-        if (
-            request_id is not None
-            and type(message) is dict
-            and message.get("jsonrpc") == "2.0"
-            and type(method := message.get("method")) is str
-            and type(params := message.get("params")) is dict
-        ):
-            # The usual request, its envelope checked in one go (exact types: anything else
-            # takes the general checks below, which give the same verdict).
-            pass
-        else:
-            invalid = envelope_error(message)
-            if invalid is not None:
-                raise invalid
-            method = message["method"]
-            params = message.get("params", {})
-        if method not in self.methods:
-            raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
-        meta = params.get("_meta")
-        if type(meta) is not dict and not isinstance(meta, dict):
-            raise ProtocolError(INVALID_PARAMS, "params._meta is required (MCP 2026-07-28)")
-        version = meta.get(META_VERSION)
-        if version not in self.supported_versions or type(version) is not str:
-            if not isinstance(version, str):
-                raise ProtocolError(
-                    INVALID_PARAMS, f"params._meta[{META_VERSION!r}] must be a string"
-                )
-            if version not in self.supported_versions:
-                raise ProtocolError(
-                    UNSUPPORTED_VERSION,
-                    f"Unsupported protocol version: {version}",
-                    {"supported": list(self.supported_versions), "requested": version},
-                )
-        capabilities = meta.get(META_CAPABILITIES)
-        if type(capabilities) is not dict and not isinstance(capabilities, dict):
-            raise ProtocolError(
-                INVALID_PARAMS, f"params._meta[{META_CAPABILITIES!r}] must be an object"
-            )
-        assert request_id is not None  # envelope_error refused a present id of another type
-        return _new_request((request_id, method, params, version, capabilities, context, meta))
 
     def _finish(self, method: str, result: dict[str, Any]) -> None:
         """The rules every handler's result meets: `input_required` only where MRTR allows it
@@ -559,6 +503,13 @@ def default_cache_hints(list_ttl_ms: int) -> dict[str, CacheHint]:
         "resources/templates/list": listing,
         "resources/read": CacheHint(0, "private"),
     }
+
+
+def _echoed_id(message: Any) -> RequestId | None:
+    """The id an error response to `message` carries: its id when that is a valid one, else
+    null (JSON-RPC 2.0 section 5)."""
+    raw_id = message.get("id") if isinstance(message, dict) else None
+    return raw_id if is_request_id(raw_id) else None
 
 
 def progress_token(request: Request) -> str | int | None:

@@ -1,8 +1,11 @@
 """Wire-level facts of MCP 2026-07-28 and JSON-RPC 2.0 framing helpers.
 
 Owns: protocol constants, `_meta` key names, JSON decoding for transports (-32700), the
-JSON-RPC envelope rules (-32600, and what a notification is), and the response envelopes.
-Pure module: bytes or objects in, objects out. Imports only `labkit.errors`.
+JSON-RPC envelope rules (-32600, and what a notification is), and the response envelopes, as
+objects (`result_response`, `error_response`) and as the byte templates around a result
+encoded once (`encoded_result_response`), with `error_code` reading an encoded response's code
+back for a transport's status. Pure module: bytes or objects in, bytes or objects out.
+Imports only `labkit.errors`.
 """
 
 from __future__ import annotations
@@ -156,6 +159,8 @@ NOT_JSON_RPC: Final = "Invalid Request: not a JSON-RPC 2.0 object"
 BAD_ID: Final = "Invalid Request: id must be a string or integer"
 BAD_METHOD: Final = "Invalid Request: method must be a string"
 BAD_PARAMS: Final = "Invalid Request: params must be an object"
+# What an absent `params` is checked as (only its type is read).
+_NO_PARAMS: Final[dict[str, Any]] = {}
 
 
 def envelope_error(message: Any) -> ProtocolError | None:
@@ -165,13 +170,20 @@ def envelope_error(message: Any) -> ProtocolError | None:
     dispatched. One that fails is no notification but an invalid request, answered with
     `id: null` (JSON-RPC 2.0 section 5).
     """
-    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+    # Exact types are tested first: the usual request costs no call but its lookups.
+    if type(message) is not dict and not isinstance(message, dict):
         return ProtocolError(INVALID_REQUEST, NOT_JSON_RPC)
-    if "id" in message and not is_request_id(message["id"]):
+    if message.get("jsonrpc") != "2.0":
+        return ProtocolError(INVALID_REQUEST, NOT_JSON_RPC)
+    request_id = message.get("id", 0)  # absent: a notification, whose id is no fault
+    kind = type(request_id)
+    if kind is not int and kind is not str and not is_request_id(request_id):
         return ProtocolError(INVALID_REQUEST, BAD_ID)
-    if not isinstance(message.get("method"), str):
+    method = message.get("method")
+    if type(method) is not str and not isinstance(method, str):
         return ProtocolError(INVALID_REQUEST, BAD_METHOD)
-    if not isinstance(message.get("params", {}), dict):
+    params = message.get("params", _NO_PARAMS)
+    if type(params) is not dict and not isinstance(params, dict):
         return ProtocolError(INVALID_REQUEST, BAD_PARAMS)
     return None
 
@@ -182,6 +194,41 @@ def result_response(request_id: RequestId, result: dict[str, Any]) -> dict[str, 
 
 def error_response(request_id: RequestId | None, error: ProtocolError) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "error": error.to_wire()}
+
+
+# A response's bytes around its id and member, as `encode` writes `result_response` and
+# `error_response` (orjson keeps the members in insertion order, without spaces).
+_RESPONSE_HEAD: Final = b'{"jsonrpc":"2.0","id":'
+_RESULT_MEMBER: Final = b',"result":'
+# Where an encoded error response says its code.
+_ERROR_MEMBER: Final = b',"error":{"code":'
+_AFTER_HEAD: Final = len(_RESPONSE_HEAD)
+
+
+def encoded_result_response(request_id: RequestId, result: bytes) -> bytes:
+    """The bytes of `result_response(request_id, result)` for a result already encoded (as
+    `encode` writes it): joined around the id, never parsed. An integer id of any size is its
+    digits, what both of `encode`'s encoders write; any other id is encoded as `encode` does."""
+    encoded_id = b"%d" % request_id if type(request_id) is int else encode(request_id)
+    return b"".join((_RESPONSE_HEAD, encoded_id, _RESULT_MEMBER, result, b"}"))
+
+
+def error_code(response: bytes) -> int | None:
+    """The JSON-RPC error code of an encoded response (what an HTTP status is chosen by), or
+    None for a result. The member after the id says which it is, found without reading the
+    result: the first `,"` past the head. A string id holds that pair only as its last
+    character and closing quote (its other quotes are escaped), followed by `,"`, never by
+    `result":`; so `,"result":` there is a result's member, and anything else (an error, or
+    such an id) is parsed."""
+    member = response.find(b',"', _AFTER_HEAD)
+    if response.startswith(_RESULT_MEMBER, member):
+        return None
+    try:
+        parsed = decode(response)
+    except ProtocolError:  # deeper than a request may be: no error response of ours is
+        return None
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    return error["code"] if isinstance(error, dict) else None
 
 
 def parse_error_response() -> dict[str, Any]:

@@ -35,6 +35,7 @@ from helpers import (
 
 from labkit.auth import TokenAuthenticator, demo_authenticator, hash_token
 from labkit.server import Request, Server
+from labkit.transports.guard import _MAX_ADMITTED, UNKNOWN_HOST, HostRule, TrustedOrigins
 from labkit.transports.http import create_app
 
 ALICE = {"authorization": "Bearer demo-alice"}
@@ -626,3 +627,20 @@ def test_serve_http_reports_a_port_in_use_with_exit_1() -> None:
         )
     assert proc.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port}" in proc.stderr
+
+
+def test_the_admitted_hosts_and_origins_kept_are_only_those_admitted() -> None:
+    """`TrustedOrigins` keeps what it admitted (answered again by one lookup) and never what
+    it refused: a refused Host or Origin is refused again, however often it comes, and the
+    kept values stop growing at their bound."""
+    trusted = TrustedOrigins(HostRule(()), ())
+    own = (8000, "localhost:8000", "http://localhost:8000")
+    for _ in range(2):
+        assert trusted.refusal(*own) is None
+        assert trusted.refusal(8000, "evil.example:8000", None) == (421, UNKNOWN_HOST)
+        assert trusted.refusal(8000, "localhost:8000", "http://evil.example") is not None
+        assert trusted.refusal(8001, "localhost:8000", None) is not None  # another port
+    assert trusted._admitted == {own}
+    for port in range(1, 2 * _MAX_ADMITTED):
+        assert trusted.refusal(port, f"127.0.0.1:{port}", None) is None
+    assert len(trusted._admitted) == _MAX_ADMITTED

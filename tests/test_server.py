@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from labkit import wire
 from labkit.clock import FakeClock
 from labkit.errors import HTTP_STATUS, ProtocolError, http_status
-from labkit.server import Request, RequestContext, Server
+from labkit.server import EncodedOnce, Request, RequestContext, Server
 
 VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 CAPS_KEY = "io.modelcontextprotocol/clientCapabilities"
@@ -679,7 +679,7 @@ class _CountingTool(_FakeTool):
 
 
 def _encoded(server: Server, message: Any) -> Any:
-    return server.handle_encoded(message, RequestContext(principal="alice"))
+    return server.respond(message, RequestContext(principal="alice"))
 
 
 def test_tools_list_and_discover_are_built_once_per_deployment() -> None:
@@ -688,7 +688,7 @@ def test_tools_list_and_discover_are_built_once_per_deployment() -> None:
     for request_id in range(1, 6):
         assert [t["name"] for t in list_tools(server, request_id)["tools"]] == ["counted"]
         encoded = _encoded(server, request(request_id, "tools/list"))
-        assert wire.decode(encoded.body)["result"]["tools"][0]["name"] == "counted"
+        assert wire.decode(encoded)["result"]["tools"][0]["name"] == "counted"
     assert tool.asked == 1
     other = Server([tool])  # another deployment builds its own
     list_tools(other)
@@ -699,7 +699,7 @@ def test_tools_list_and_discover_are_built_once_per_deployment() -> None:
 def test_a_caller_changing_a_listing_changes_neither_bytes_nor_later_copies(
     lab: Lab, method: str
 ) -> None:
-    before = _encoded(lab.server, request(1, method)).body
+    before = _encoded(lab.server, request(1, method))
     first = send(lab.server, request(1, method))
     assert first is not None
     pristine = copy.deepcopy(first)
@@ -714,7 +714,7 @@ def test_a_caller_changing_a_listing_changes_neither_bytes_nor_later_copies(
     for tool in result.get("tools", ()):
         tool["inputSchema"]["required"].clear()
     assert send(lab.server, request(1, method)) == pristine
-    assert _encoded(lab.server, request(1, method)).body == before
+    assert _encoded(lab.server, request(1, method)) == before
 
 
 @pytest.mark.parametrize("key", ["list", "discover", "form", "done", "refused"])
@@ -722,25 +722,25 @@ def test_a_caller_changing_a_listing_changes_neither_bytes_nor_later_copies(
 def test_encoded_answers_are_the_bytes_of_the_object_answers(
     lab: Lab, key: str, request_id: Any
 ) -> None:
-    """`handle_encoded` and `encode(handle(...))` agree byte for byte, errors included, and the
-    error code comes along for the HTTP status."""
+    """`respond` and `encode(handle(...))` agree byte for byte, errors included, and the error
+    code reads back for the HTTP status."""
     message = {**MESSAGES[key], "id": request_id}
     expected = send(lab.server, message)
     assert expected is not None
     encoded = _encoded(lab.server, message)
     if key in ("form", "done"):  # a fresh state and nonce each call: compare the shape
-        got = wire.decode(encoded.body)
+        got = wire.decode(encoded)
         assert got["id"] == request_id and got["result"].keys() == expected["result"].keys()
     else:
-        assert encoded.body == wire.encode(expected)
+        assert encoded == wire.encode(expected)
     error = expected.get("error")
-    assert encoded.error_code == (error["code"] if error else None)
+    assert wire.error_code(encoded) == (error["code"] if error else None)
 
 
 @pytest.mark.parametrize("request_id", [2**70, "\ud800"])
 def test_an_id_orjson_cannot_write_still_gets_its_listing(lab: Lab, request_id: Any) -> None:
     encoded = _encoded(lab.server, request(request_id, "tools/list"))
-    answer = wire.decode(encoded.body)
+    answer = wire.decode(encoded)
     assert answer["id"] == request_id
     assert answer["result"] == list_tools(lab.server)
 
@@ -748,10 +748,10 @@ def test_an_id_orjson_cannot_write_still_gets_its_listing(lab: Lab, request_id: 
 def test_notifications_and_invalid_requests_in_encoded_form(lab: Lab) -> None:
     assert _encoded(lab.server, {"jsonrpc": "2.0", "method": "tools/list"}) is None
     invalid = _encoded(lab.server, {"jsonrpc": "2.0", "id": 1, "method": 5})
-    assert invalid.error_code == -32600
-    assert wire.decode(invalid.body)["error"]["code"] == -32600
+    assert wire.error_code(invalid) == -32600
+    assert wire.decode(invalid)["error"]["code"] == -32600
     unversioned = _encoded(lab.server, request(1, "tools/list", version="1999-01-01"))
-    assert unversioned.error_code == -32022
+    assert wire.error_code(unversioned) == -32022
 
 
 def test_a_listing_replaced_by_an_extra_method_is_answered_every_time() -> None:
@@ -763,7 +763,7 @@ def test_a_listing_replaced_by_an_extra_method_is_answered_every_time() -> None:
 
     server = Server([], extra_methods={"tools/list": listing})
     assert list_tools(server, 1)["tools"][0]["name"] == "t1"
-    answer = wire.decode(_encoded(server, request(2, "tools/list")).body)
+    answer = wire.decode(_encoded(server, request(2, "tools/list")))
     assert answer["result"]["tools"][0]["name"] == "t2"
 
 
@@ -771,7 +771,7 @@ def test_a_descriptor_orjson_cannot_encode_is_answered_afresh() -> None:
     tool = _CountingTool("huge", {"x-limit": 2**70})
     server = Server([tool])
     for request_id in (1, 2):
-        answer = wire.decode(_encoded(server, request(request_id, "tools/list")).body)
+        answer = wire.decode(_encoded(server, request(request_id, "tools/list")))
         assert answer["result"]["tools"][0]["x-limit"] == 2**70
     assert list_tools(server, 3)["tools"][0]["x-limit"] == 2**70
     assert tool.asked == 3
@@ -785,7 +785,7 @@ class _Str(str):
     pass
 
 
-# -- a listing answered in one pass (`encoded_listing`), anything else by the general path ---------
+# -- a listing answered from its bytes encoded once, anything else by the general path ---------
 
 _ANY_VALUE = st.one_of(
     st.none(),
@@ -832,6 +832,9 @@ def _changed(message: dict[str, Any], changes: list[tuple[Any, Any]]) -> Any:
 _LISTING_SERVER = build_lab(FakeClock()).server
 for _method in ("tools/list", "server/discover"):  # encoded once, as after a first listing
     _LISTING_SERVER.handle(request(1, _method), RequestContext(principal="alice"))
+# The same deployment keeping nothing encoded: every answer takes the general path.
+_GENERAL_SERVER = build_lab(FakeClock()).server
+_GENERAL_SERVER.listings = EncodedOnce(())
 
 
 @settings(max_examples=500)
@@ -839,38 +842,40 @@ for _method in ("tools/list", "server/discover"):  # encoded once, as after a fi
     method=st.sampled_from(["tools/list", "server/discover", "tools/call", "prompts/list"]),
     changes=st.lists(st.tuples(_PLACES, st.one_of(st.just(MISSING), _ANY_VALUE)), max_size=3),
 )
-def test_a_listing_in_one_pass_is_the_general_answer_or_nothing(
+def test_a_listing_from_its_bytes_is_the_general_answer(
     method: str, changes: list[tuple[Any, Any]]
 ) -> None:
-    """Whatever a request looks like, `encoded_listing` gives the general path's bytes or
-    leaves it to that path; `handle_encoded` agrees with `handle` byte for byte."""
-    server, context = _LISTING_SERVER, RequestContext(principal="alice")
+    """Whatever a request looks like, a deployment answering listings from their bytes encoded
+    once gives the bytes of one that builds and encodes every answer; `handle` is those bytes
+    parsed."""
+    context = RequestContext(principal="alice")
     message = _changed(request(5, method), changes)
-    expected = server.handle(message, context)
-    listing = server.encoded_listing(message)
-    encoded = server.handle_encoded(message, context)
-    if expected is None:
-        assert listing is None and encoded is None
-        return
-    assert encoded is not None and encoded.body == wire.encode(expected)
-    assert listing in (None, encoded.body)
-    if listing is not None:
-        assert method in ("tools/list", "server/discover") and "result" in expected
+    encoded = _LISTING_SERVER.respond(message, context)
+    general = _GENERAL_SERVER.respond(copy.deepcopy(message), context)
+    assert encoded == general
+    parsed = _LISTING_SERVER.handle(message, context)
+    assert parsed == (None if encoded is None else wire.decode(encoded))
+    if encoded is not None:
+        assert wire.encode(parsed) == encoded
 
 
 @pytest.mark.parametrize("method", ["tools/list", "server/discover"])
-@pytest.mark.parametrize("request_id", [0, 7, -(2**63), 2**64 - 1, "seven", ""])
-def test_the_usual_listing_takes_the_one_pass(method: str, request_id: Any) -> None:
-    listing = _LISTING_SERVER.encoded_listing(request(request_id, method))
+@pytest.mark.parametrize("request_id", [0, 7, -(2**63), 2**64 - 1, 2**70, "seven", ""])
+def test_the_usual_listing_is_its_bytes_in_the_envelope_template(
+    method: str, request_id: Any
+) -> None:
+    listing = _LISTING_SERVER.listings.get(method)
     assert listing is not None
-    assert wire.decode(listing)["id"] == request_id
+    encoded = _LISTING_SERVER.respond(request(request_id, method), RequestContext("alice"))
+    assert encoded == wire.encoded_result_response(request_id, listing)
+    assert wire.decode(encoded)["id"] == request_id
 
 
-def test_no_listing_in_one_pass_before_the_first_is_built(lab: Lab) -> None:
-    assert lab.server.encoded_listing(request(1, "tools/list")) is None
+def test_no_listing_is_kept_before_the_first_is_built(lab: Lab) -> None:
+    assert "tools/list" not in lab.server.listings
     list_tools(lab.server)
-    assert lab.server.encoded_listing(request(1, "tools/list")) is not None
-    assert lab.server.encoded_listing(request(1, "server/discover")) is None
+    assert "tools/list" in lab.server.listings
+    assert "server/discover" not in lab.server.listings
 
 
 # -- the usual request's envelope checked in one go, anything else by the general rules ------------
@@ -933,4 +938,4 @@ def test_each_envelope_and_meta_fault_keeps_its_code(
         assert answer is not None
         assert answer["error"]["code"] == code
         encoded = _encoded(lab.server, form)
-        assert encoded is not None and encoded.error_code == code
+        assert encoded is not None and wire.error_code(encoded) == code

@@ -11,13 +11,24 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 import pytest
 from helpers import build_lab, request
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from labkit.errors import PARSE_ERROR, ProtocolError
 from labkit.server import RequestContext
 from labkit.transports.stdio import StdioTransport
-from labkit.wire import MAX_JSON_DEPTH, decode, encode
+from labkit.wire import (
+    MAX_JSON_DEPTH,
+    decode,
+    encode,
+    encoded_result_response,
+    error_code,
+    error_response,
+    result_response,
+)
 
 HUGE_IDS = [2**63, 2**64 - 1, 2**64, 2**70, -(2**63) - 1, -(2**70), 10**40, -(10**40)]
 
@@ -127,3 +138,81 @@ def test_a_body_that_is_not_utf8_is_a_parse_error(
 @pytest.mark.parametrize("inner", ["0", DIGITS], ids=["short numbers", "a 19-digit run"])
 def test_a_lone_surrogate_escape_is_kept_whatever_the_digits(inner: str) -> None:
     assert decode(f'{{"s": "\\ud800", "n": {inner}}}'.encode())["s"] == "\ud800"
+
+
+# -- the response envelope's byte template --------------------------------------------------------
+
+_IDS = st.one_of(
+    st.integers(min_value=-(2**80), max_value=2**80),
+    st.text(max_size=8),
+    st.sampled_from(["\ud800", "é", 'a"b', "\\"]),
+)
+_RESULTS = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(min_value=-(2**63), max_value=2**64 - 1),
+        st.text(max_size=8),
+    ),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300)
+@given(request_id=_IDS, result=st.dictionaries(st.text(max_size=4), _RESULTS, max_size=3))
+def test_a_result_encoded_once_in_the_template_is_the_whole_response_decoded(
+    request_id: Any, result: dict[str, Any]
+) -> None:
+    """The template around a result's bytes says what `encode(result_response(...))` says,
+    and byte for byte wherever orjson writes the whole response (the ASCII fallback escapes
+    the whole of a response, the template only the part orjson cannot write)."""
+    whole = encode(result_response(request_id, result))
+    joined = encoded_result_response(request_id, encode(result))
+    assert decode(joined) == decode(whole) == result_response(request_id, result)
+    if orjson_writes(result_response(request_id, result)):
+        assert joined == whole
+    assert error_code(joined) is None
+
+
+def orjson_writes(value: Any) -> bool:
+    try:
+        orjson.dumps(value)
+    except TypeError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("request_id", [None, 1, "x", 2**70])
+@pytest.mark.parametrize("code", [-32600, -32602, -32001, -32603])
+def test_the_error_code_reads_back_from_an_error_response(request_id: Any, code: int) -> None:
+    error = ProtocolError(code, "no", {"requested": "x"})
+    assert error_code(encode(error_response(request_id, error))) == code
+
+
+def test_a_result_holding_the_error_members_bytes_is_no_error() -> None:
+    result = {"x": {"a": 1}, "error": {"code": -32600, "message": "a tool's output"}}
+    response = encode(result_response(1, result))
+    assert b',"error":{"code":' in response
+    assert error_code(response) is None
+
+
+@settings(max_examples=300)
+@given(
+    request_id=st.one_of(_IDS, st.sampled_from(["a,", ',"result":', '","result":{', "\\"])),
+    code=st.sampled_from([-32600, -32602, -32001, -32603]),
+    data=_RESULTS,
+)
+def test_an_error_response_is_told_from_a_result_whatever_its_id_and_data_hold(
+    request_id: Any, code: int, data: Any
+) -> None:
+    """The member after the id decides: an id or error data holding a result member's bytes
+    (`,"result":`) leaves an error response an error, and a result whose id holds them a
+    result."""
+    error = ProtocolError(code, "no", {"shown": data, "result": {"x": 1}})
+    response = encode(error_response(request_id, error))
+    assert b',"result":' in response
+    assert error_code(response) == code
+    result = encode(result_response(request_id, {"r": data, "error": {"code": 1}}))
+    assert b',"error":{"code":' in result
+    assert error_code(result) is None

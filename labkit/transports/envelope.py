@@ -3,9 +3,8 @@ headers against the body, and the header value codec.
 
 Pure module: no I/O. Every check returns a `ProtocolError` value (or None); the transport
 decides how to frame it. The JSON-RPC envelope rules (what a notification is, the -32600
-answers) belong to the core (`labkit.wire.envelope_error`, applied by `Server.handle`): this
-module reuses them and repeats none.
-Must not import the course toolkit or the grader.
+answers) belong to the core (`labkit.wire.envelope_error`, applied by `Server.respond`): this
+module reuses them and repeats none. Imports only `labkit.errors` and `labkit.wire`.
 """
 
 from __future__ import annotations
@@ -70,48 +69,47 @@ def header_mismatch(message: Any, headers: Iterable[tuple[str, str]]) -> Protoco
     header that disagrees with the body is reported as such, while a header and body that
     agree on an unsupported version get the core's -32022 with its data (docs/protocol.md).
     """
-    if not _checkable(message):
+    try:  # what a checkable request holds (a request without them is not checkable)
+        method, params = message["method"], message["params"]
+        version = params["_meta"][META_VERSION]
+    except (TypeError, KeyError):
         return None
-    return routing_mismatch(message["method"], message.get("params", {}), headers)
-
-
-def routing_mismatch(
-    method: str, params: dict[str, Any], headers: Iterable[tuple[str, str]]
-) -> ProtocolError | None:
-    """`header_mismatch` for a request already known to be checkable (a well-formed envelope,
-    a string `_meta` version and capabilities), such as one `Server.encoded_listing` answers."""
+    # Headers that agree with the body are no mismatch, whatever else the body holds: the
+    # body's full check runs only when they disagree (the usual request is read, not checked).
     seen: dict[str, str] = {}
+    reason: str | None = None
     for name, value in headers:
         if name in ROUTING_HEADERS:
-            if name in seen:
+            if name in seen and reason is None:
                 # First-copy and last-copy readers would disagree about what was asked.
-                return _mismatch(f"{name} header appears more than once")
+                reason = f"{name} header appears more than once"
             seen[name] = value
-    if seen.get(PROTOCOL_VERSION_HEADER) != params["_meta"][META_VERSION]:
-        return _mismatch(
+    if reason is None and seen.get(PROTOCOL_VERSION_HEADER) != version:
+        reason = (
             "MCP-Protocol-Version header is missing or does not match "
             f"params._meta[{META_VERSION!r}]"
         )
-    if seen.get(METHOD_HEADER) != method:
-        return _mismatch("Mcp-Method header is missing or does not match the method")
-    key = NAME_BEARING.get(method)
+    if reason is None and seen.get(METHOD_HEADER) != method:
+        reason = "Mcp-Method header is missing or does not match the method"
+    key = NAME_BEARING.get(method) if reason is None else None  # here a string: a header's
     if key is not None and isinstance(params.get(key), str):
         sent = seen.get(NAME_HEADER)
         if sent is None or decode_header_value(sent) != params[key]:
-            return _mismatch(f"Mcp-Name header is missing or does not match params.{key}")
-    return None
+            reason = f"Mcp-Name header is missing or does not match params.{key}"
+    if reason is None or not _checkable(message):
+        return None
+    return ProtocolError(HEADER_MISMATCH, f"Header mismatch: {reason}")
 
 
 def _checkable(message: Any) -> bool:
+    # Exact types first: the usual request costs no call past the envelope's.
     if envelope_error(message) is not None or "id" not in message:
         return False
-    meta = message.get("params", {}).get("_meta")
-    return (
-        isinstance(meta, dict)
-        and isinstance(meta.get(META_VERSION), str)
-        and META_CAPABILITIES in meta
-    )
+    meta = message.get("params", _NO_PARAMS).get("_meta")
+    if type(meta) is not dict and not isinstance(meta, dict):
+        return False
+    version = meta.get(META_VERSION)
+    return (type(version) is str or isinstance(version, str)) and META_CAPABILITIES in meta
 
 
-def _mismatch(reason: str) -> ProtocolError:
-    return ProtocolError(HEADER_MISMATCH, f"Header mismatch: {reason}")
+_NO_PARAMS: Final[dict[str, Any]] = {}

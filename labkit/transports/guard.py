@@ -7,10 +7,10 @@ loopback names at the port the request arrived on, plus configured names; 421 ot
 `Guarded`, the ASGI wrapper that applies both to everything under it, so the consent page, a
 404 and Starlette's trailing-slash redirect (which builds its target from the Host header) are
 reached only by a request whose Host was checked. `/mcp` applies the same two rules in its own
-single pass over the headers (`labkit.transports.http`).
+single pass over the headers (`labkit.transports.http`), its Host and Origin through
+`TrustedOrigins`.
 
-Pure ASGI; must not import the core.
-Must not import the course toolkit or the grader.
+Pure ASGI. Must not import the core, the course toolkit or the grader.
 """
 
 from __future__ import annotations
@@ -94,6 +94,54 @@ def refusal(scope: Scope, hosts: HostRule) -> tuple[int, str] | None:
     if not host or not hosts.allows(host, port_of(scope)):
         return hosts.refused(host)
     return None
+
+
+class TrustedOrigins:
+    """DNS-rebinding protection for one endpoint, as Starlette's `TrustedHostMiddleware` is for
+    an app: a page on evil.example resolved to 127.0.0.1 still sends `Host: evil.example` and
+    its own `Origin`. The Host must be this server's (`HostRule`); an Origin, when sent, one of
+    `allowed_origins` (exact `scheme://host:port`) or a loopback origin at the port the request
+    arrived on. An absent Origin is a non-browser client.
+
+    The (port, Host, Origin) values admitted are kept, up to `_MAX_ADMITTED` of them: a client
+    sends the same few on every request, and a kept one is admitted by one set lookup. A
+    refused one is never kept, so no request can make another admitted."""
+
+    def __init__(self, hosts: HostRule, allowed_origins: Collection[str] = ()) -> None:
+        self.hosts = hosts
+        self.allowed_origins = frozenset(o.lower().rstrip("/") for o in allowed_origins)
+        self._admitted: set[tuple[int, str | None, str | None]] = set()
+
+    def refusal(self, port: int, host: str | None, origin: str | None) -> tuple[int, str] | None:
+        """(status, text) for a request from a Host or Origin not this server's, else None."""
+        if (port, host, origin) in self._admitted:
+            return None
+        refused = self._judge(port, host, origin)
+        if refused is None and len(self._admitted) < _MAX_ADMITTED:
+            self._admitted.add((port, host, origin))
+        return refused
+
+    def _judge(self, port: int, host: str | None, origin: str | None) -> tuple[int, str] | None:
+        host = (host or "").lower()
+        if not host or not self.hosts.allows(host, port):
+            return self.hosts.refused(host)
+        if origin is not None and not self._origin_allowed(origin.lower().rstrip("/"), port):
+            REFUSALS.refused("the Origin check", f"Origin {origin[:200]!r} is not allowed")
+            return 403, "Forbidden: Origin not allowed"
+        return None
+
+    def _origin_allowed(self, origin: str, port: int) -> bool:
+        return origin in self.allowed_origins or origin in _loopback_origins(port)
+
+
+_MAX_ADMITTED: Final = 256
+
+
+@functools.lru_cache(maxsize=16)
+def _loopback_origins(port: int) -> frozenset[str]:
+    return frozenset(
+        f"{scheme}://{name}:{port}" for scheme in ("http", "https") for name in LOOPBACK_NAMES
+    )
 
 
 class Guarded:

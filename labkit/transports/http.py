@@ -1,4 +1,4 @@
-"""Streamable HTTP at 2026-07-28: one POST endpoint around `Server.handle`.
+"""Streamable HTTP at 2026-07-28: one POST endpoint around `Server.respond`.
 
 Owns: the Origin check, bearer authentication, the body size limit
 and the per-request timeout (the body is read by `limits.read_body`, as the consent page's
@@ -15,14 +15,18 @@ status. A client that goes away mid-stream ends the wait (the thread finishes on
 The endpoint is a plain ASGI callable, and `create_app`'s app is the endpoint itself: a request
 for its path is served directly, with one pass over the headers (decoding only those it
 reads, and applying the rules of `labkit.transports.guard`: one copy of each singleton header,
-a Host of this server's), one loop timer for the body deadline and one core call; no request
-object, router or middleware stack is built. Starlette serves everything else (the consent
-page, 404s), behind `guard.Guarded`.
+a Host and Origin of this server's through `TrustedOrigins`), one loop timer for the body
+deadline and one core call; no request object, router or middleware stack is built. A request
+goes through three steps, each a plain call with one return type: admit (the principal), read
+(the message, from the body awaited between them) and dispatch (the reply, which writes itself
+and is the only other await); a refusal on the way raises the reply it is.
+Starlette serves everything else (the consent page, 404s), behind `guard.Guarded`.
 
 With `legacy` (a `LegacyHttp`), 2025-11-25 clients are served on the same endpoint: a request
 whose `MCP-Protocol-Version` is not 2026-07-28 and that is an `initialize` or carries an
 `Mcp-Session-Id` goes to `labkit.transports.legacy_http`, and DELETE with a session id ends
 that session; everything else takes the stateless path above, unchanged.
+
 Must not import the course toolkit or the grader.
 """
 
@@ -33,8 +37,8 @@ import copy
 import functools
 import logging
 import math
-from collections.abc import Collection, Iterable
-from typing import Any, Final
+from collections.abc import Awaitable, Callable, Collection, Iterable
+from typing import Any, Final, NamedTuple, Protocol
 
 import anyio
 import anyio.to_thread
@@ -47,13 +51,13 @@ from labkit.auth import Authenticator
 from labkit.errors import SERVER_BUSY, ProtocolError, http_status
 from labkit.server import RequestContext, Server
 from labkit.transports.consent_page import ConsentPage
-from labkit.transports.envelope import ROUTING_HEADERS, header_mismatch, routing_mismatch
+from labkit.transports.envelope import ROUTING_HEADERS, header_mismatch
 from labkit.transports.guard import (
-    LOOPBACK_NAMES,
     REFUSALS,
     SINGLETON_HEADERS,
     Guarded,
     HostRule,
+    TrustedOrigins,
     duplicate_header,
     port_of,
     send_text,
@@ -66,7 +70,14 @@ from labkit.transports.limits import (
     read_body,
 )
 from labkit.transports.sse import SSE_HEADERS, event
-from labkit.wire import decode, encode, error_response, is_request_id, parse_error_response
+from labkit.wire import (
+    decode,
+    encode,
+    error_code,
+    error_response,
+    is_request_id,
+    parse_error_response,
+)
 
 log = logging.getLogger("labkit.transports.http")
 
@@ -98,18 +109,118 @@ _USED_HEADERS: Final = {
 _MAX_KEPT_CONTEXTS: Final = 1024
 
 
-class _Reject(Exception):
-    """An HTTP-level refusal, before any JSON-RPC processing."""
+class Reply(Protocol):
+    """What the endpoint answers one request with: it writes itself."""
 
-    def __init__(self, status: int, text: str, headers: Iterable[tuple[bytes, bytes]] = ()):
-        super().__init__(text)
-        self.status = status
-        self.text = text
-        self.headers = list(headers)
+    async def write(self, send: Send, receive: Receive) -> None: ...
+
+
+class _Whole(NamedTuple):
+    """A response written at once: status line and headers, then the whole body."""
+
+    status: int
+    headers: list[tuple[bytes, bytes]]
+    body: bytes
+
+    async def write(self, send: Send, receive: Receive) -> None:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": self.status,
+                "headers": [*self.headers, (b"content-length", b"%d" % len(self.body))],
+            }
+        )
+        await send({"type": "http.response.body", "body": self.body})
+
+
+class _Text(NamedTuple):
+    """An HTTP-level refusal, before any JSON-RPC processing: text/plain."""
+
+    status: int
+    text: str
+    headers: list[tuple[bytes, bytes]]
+
+    async def write(self, send: Send, receive: Receive) -> None:
+        await send_text(send, self.status, self.text, self.headers)
+
+
+class _Streamed(NamedTuple):
+    """A response that writes itself (a legacy session's, or a call's live notifications and
+    then its response), ended when its client goes away."""
+
+    respond: Streamed
+
+    async def write(self, send: Send, receive: Receive) -> None:
+        await _until_disconnect(self.respond, send, receive)
+
+
+class _Deferred(NamedTuple):
+    """A reply known only after a wait (a call in a worker thread): awaited, then written, so
+    the steps before it stay synchronous and an answer on the loop awaits nothing extra."""
+
+    reply: Callable[[], Awaitable[Reply]]
+
+    async def write(self, send: Send, receive: Receive) -> None:
+        reply = await self.reply()
+        await reply.write(send, receive)
+
+
+class _Answered(Exception):
+    """A request answered before dispatch (an HTTP-level refusal, or a body that is no JSON):
+    raised with its reply."""
+
+    def __init__(self, reply: Reply) -> None:
+        super().__init__(reply)
+        self.reply = reply
+
+
+def _reject(status: int, text: str, headers: Iterable[tuple[bytes, bytes]] = ()) -> _Answered:
+    return _Answered(_Text(status, text, list(headers)))
+
+
+class _Post(NamedTuple):
+    """An admitted POST whose call runs in a worker thread, its body read and decoded."""
+
+    message: Any
+    principal: str
+    streams: bool  # the client takes text/event-stream
+    deadline: float  # the loop time by which a call must have answered
+
+
+# `_Whole(...)` without the named tuple's Python-level `__new__` (hot path).
+_new_whole: Final = functools.partial(tuple.__new__, _Whole)
+
+
+def _json(status: int, body: bytes) -> _Whole:
+    # 503 is -32001: a busy or failing store, nothing done; say when to come back.
+    return _new_whole((status, _RETRY_HEADERS if status == 503 else _JSON_HEADERS, body))
+
+
+def _read(body: bytes) -> Any:
+    """The message a request body holds; a body that is no JSON is answered -32700."""
+    try:
+        return decode(body)
+    except ProtocolError:
+        raise _Answered(_json(400, encode(parse_error_response()))) from None
+
+
+def _response(response: bytes | None) -> _Whole:
+    """The reply carrying the core's response: 202 and no body for a notification, else JSON
+    with the status its error code maps to (200 for a result)."""
+    if response is None:  # a notification, accepted and dropped by the core
+        return _ACCEPTED
+    code = error_code(response)
+    if code is None:
+        return _new_whole((200, _JSON_HEADERS, response))
+    return _json(http_status(code), response)
 
 
 class McpEndpoint:
-    """The ASGI application behind `/mcp`."""
+    """The ASGI application behind `/mcp`. Each request goes through three steps: `_admit`
+    (headers, Host and Origin, method, authentication), `_read` (the body, read within the size
+    limit and its deadline by `__call__` once the media types are checked, decoded) and
+    `_dispatch` (legacy routing, routing headers, a worker thread or the loop, a stream or
+    JSON); a refusal on the way is the request's reply."""
 
     def __init__(
         self,
@@ -127,13 +238,16 @@ class McpEndpoint:
             raise ValueError("max_body_bytes and timeout_seconds must be positive")
         self.server = server
         self.authenticator = authenticator
-        self.allowed_origins = frozenset(o.lower().rstrip("/") for o in allowed_origins)
         self.hosts = HostRule(allowed_hosts)
+        self.trusted = TrustedOrigins(self.hosts, allowed_origins)
         self.max_body_bytes = max_body_bytes
         self.timeout_seconds = timeout_seconds
         self.blocking_methods = frozenset(blocking_methods)
         self.legacy = legacy
-        self._contexts: dict[str, RequestContext] = {}
+        # Contexts kept per principal for inline requests, without and with a notification
+        # sink (`_context`), and the sink: what the inline call running has notified.
+        self._contexts: tuple[dict[str, RequestContext], dict[str, RequestContext]] = ({}, {})
+        self._noted: list[dict[str, Any]] = []
         # Set by `create_app`: requests for other paths (and a mounted root path, and the
         # lifespan) go to this router; None for the endpoint the router itself calls.
         self._fallback: ASGIApp | None = None
@@ -163,120 +277,120 @@ class McpEndpoint:
                     routing.append((name, value))
         try:
             if twice is not None:
-                raise _Reject(400, duplicate_header(twice))
-            answer = await self._answer(scope, receive, fields, routing)
-        except _Reject as reject:
-            await send_text(send, reject.status, reject.text, reject.headers)
-            return
-        if callable(answer):  # a legacy session's response writes itself (JSON or a stream)
-            await _until_disconnect(answer, send, receive)
-            return
-        status, body = answer
-        if body is None:
-            headers: list[tuple[bytes, bytes]] = []
-            body = b""
-        elif isinstance(body, _EventStream):
-            headers = SSE_HEADERS
-        else:
-            # 503 is -32001: a busy or failing store, nothing done; say when to come back.
-            headers = _RETRY_HEADERS if status == 503 else _JSON_HEADERS
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [*headers, (b"content-length", b"%d" % len(body))],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+                raise _reject(400, duplicate_header(twice))
+            principal = self._admit(scope, fields)
+            if scope["method"] == "DELETE":  # admitted only to end a legacy session
+                assert self.legacy is not None
+                reply: Reply = _Streamed(self.legacy.end(fields[SESSION_HEADER], principal))
+            else:
+                # The body is the one read awaited before the reply; the steps around it do no
+                # I/O and are plain calls.
+                streams = _check_media_types(fields)
+                deadline = asyncio.get_running_loop().time() + self.timeout_seconds
+                try:
+                    raw = await read_body(
+                        receive,
+                        fields.get("content-length"),
+                        max_bytes=self.max_body_bytes,
+                        deadline=deadline,
+                    )
+                except BodyRefused as refused:
+                    raise _reject(refused.status, refused.text, refused.headers) from None
+                message = _read(raw)
+                reply = self._dispatch(message, principal, streams, deadline, fields, routing)
+        except _Answered as refused:
+            reply = refused.reply
+        await reply.write(send, receive)
 
-    async def _answer(
-        self,
-        scope: Scope,
-        receive: Receive,
-        fields: dict[str, str],
-        routing: list[tuple[str, str]],
-    ) -> tuple[int, bytes | None] | Streamed:
-        self._check_host_and_origin(scope, fields)
-        method_name = scope["method"]
-        if method_name == "DELETE" and self.legacy is not None and SESSION_HEADER in fields:
-            principal = self.authenticator.authenticate(fields.get("authorization"))
-            if principal is None:
-                raise _Reject(401, "Unauthorized", [_CHALLENGE])
-            return self.legacy.end(fields[SESSION_HEADER], principal)
-        if method_name != "POST":
-            raise _Reject(405, "Method Not Allowed: this endpoint takes POST only", [_ALLOW])
+    # -- the steps --------------------------------------------------------------------------
+
+    def _admit(self, scope: Scope, fields: dict[str, str]) -> str:
+        """The principal of a request from a Host and Origin of this server's, with a method
+        this endpoint takes (POST, or DELETE ending a legacy session) and a valid token."""
+        refused = self.trusted.refusal(port_of(scope), fields.get("host"), fields.get("origin"))
+        if refused is not None:
+            raise _reject(*refused)
+        if scope["method"] != "POST" and not (
+            scope["method"] == "DELETE" and self.legacy is not None and SESSION_HEADER in fields
+        ):
+            raise _reject(405, "Method Not Allowed: this endpoint takes POST only", [_ALLOW])
         principal = self.authenticator.authenticate(fields.get("authorization"))
         if principal is None:
             # One answer for a missing, malformed or wrong token: nothing tells them apart.
-            raise _Reject(401, "Unauthorized", [_CHALLENGE])
-        streams = _check_media_types(fields)
-        deadline = asyncio.get_running_loop().time() + self.timeout_seconds
-        try:
-            raw = await read_body(
-                receive,
-                fields.get("content-length"),
-                max_bytes=self.max_body_bytes,
-                deadline=deadline,
-            )
-        except BodyRefused as refused:
-            raise _Reject(refused.status, refused.text, refused.headers) from None
-        try:
-            message = decode(raw)
-        except ProtocolError:
-            return 400, encode(parse_error_response())
+            raise _reject(401, "Unauthorized", [_CHALLENGE])
+        return principal
+
+    def _dispatch(
+        self,
+        message: Any,
+        principal: str,
+        streams: bool,
+        deadline: float,
+        fields: dict[str, str],
+        routing: list[tuple[str, str]],
+    ) -> Reply:
+        """The reply to a message: a legacy session's, a routing-header refusal, or the core's
+        response, from a worker thread for a blocking method (a reply that waits for it when
+        written), else answered on the loop. `deadline` is the loop time by which a call in a
+        worker thread must have answered; the message arrives as `_read` decoded it."""
         if self.legacy is not None:
             routed = self.legacy.route(fields, message, principal)
             if routed is not None:
-                return routed
-        # A listing encoded once has had its envelope and `_meta` checked: only its routing
-        # headers are left, and nothing is dispatched (it blocks and notifies nothing,
-        # whatever `blocking_methods` holds).
-        listing = self.server.encoded_listing(message)
-        if listing is not None:
-            mismatch = routing_mismatch(message["method"], message["params"], routing)
+                return _Streamed(routed)
+        mismatch = header_mismatch(message, routing)
+        if type(message) is dict or isinstance(message, dict):
+            raw_id, method = message.get("id"), message.get("method")
         else:
-            mismatch = header_mismatch(message, routing)
-        raw_id = message.get("id") if isinstance(message, dict) else None
+            raw_id = method = None
         if mismatch is not None:
             request_id = raw_id if is_request_id(raw_id) else None
-            return http_status(mismatch.code), encode(error_response(request_id, mismatch))
-        if listing is not None:
-            return 200, listing
-        method = message.get("method") if isinstance(message, dict) else None
-        if method in self.blocking_methods and raw_id is not None:
+            return _json(http_status(mismatch.code), encode(error_response(request_id, mismatch)))
+        if raw_id is not None and method in self.blocking_methods:
+            post = _Post(message, principal, streams, deadline)
             if streams:
-                return await self._handle_live(message, principal, deadline, raw_id)
-            context = RequestContext(principal=principal, transport="http")
-            return _plain(await self._handle_in_thread(message, context, deadline, raw_id), [])
-        # Answered inline (a notification dispatches nothing): what the handler notified
-        # goes out ahead of the response when the client can take a stream.
-        if streams:
-            notes: list[dict[str, Any]] = []
-            context = RequestContext(principal=principal, transport="http", notify=notes.append)
-        else:
-            notes = []
-            context = self._plain_context(principal)
-        encoded = self.server.handle_encoded(message, context)  # a listing: bytes made once
-        if encoded is None:  # a notification, accepted and dropped by the core
-            return 202, None
-        if notes:  # the status line goes out before the stream: 200, whatever the response
-            return 200, _EventStream(b"".join(map(event, [*notes, Fragment(encoded.body)])))
-        status = 200 if encoded.error_code is None else http_status(encoded.error_code)
-        return status, encoded.body
+                return _Deferred(functools.partial(self._live, post, raw_id))
+            return _Deferred(functools.partial(self._threaded, post, raw_id))
+        return self._inline(message, principal, streams)
 
-    def _plain_context(self, principal: str) -> RequestContext:
-        """The context of a request whose notifications are dropped: immutable, so one per
-        principal is kept (at most `_MAX_KEPT_CONTEXTS`, then they are built per request)."""
-        context = self._contexts.get(principal)
+    def _inline(self, message: Any, principal: str, streams: bool) -> _Whole:
+        """A message answered on the loop (a notification dispatches nothing): what the handler
+        notified goes out ahead of the response when the client can take a stream.
+
+        The loop runs one inline call at a time and `Server.respond` does not await, so one
+        list collects the notifications of the call running: emptied before it, taken after
+        it (a note sent after its call has returned is dropped, as it always was)."""
+        noted = self._noted
+        noted.clear()
+        context = self._contexts[streams].get(principal)
         if context is None:
-            context = RequestContext(principal=principal, transport="http")
-            if len(self._contexts) < _MAX_KEPT_CONTEXTS:
-                self._contexts[principal] = context
+            context = self._context(principal, streams)
+        response = self.server.respond(message, context)
+        if response is not None and noted:
+            notes = [*noted, Fragment(response)]
+            noted.clear()
+            # The status line goes out before the stream: 200, whatever the response.
+            return _new_whole((200, SSE_HEADERS, b"".join(map(event, notes))))
+        return _response(response)
+
+    def _context(self, principal: str, streams: bool) -> RequestContext:
+        """A new context for requests answered on the loop: its notifications go to the loop's
+        list when the client takes a stream, else they are dropped. Immutable, so one per
+        principal and kind is kept in `_contexts` (at most `_MAX_KEPT_CONTEXTS` each, then they
+        are built per request)."""
+        notify = self._noted.append if streams else None
+        context = RequestContext(principal=principal, transport="http", notify=notify)
+        kept = self._contexts[streams]
+        if len(kept) < _MAX_KEPT_CONTEXTS:
+            kept[principal] = context
         return context
 
-    async def _handle_live(
-        self, message: Any, principal: str, deadline: float, raw_id: Any
-    ) -> tuple[int, bytes | None] | Streamed:
+    async def _threaded(self, post: _Post, raw_id: Any) -> Reply:
+        """A call in a worker thread whose client takes no stream: its notifications are
+        dropped, its response is plain JSON."""
+        context = RequestContext(principal=post.principal, transport="http")
+        return _response(await self._in_thread(post.message, context, post.deadline, raw_id))
+
+    async def _live(self, post: _Post, raw_id: Any) -> Reply:
         """A call in a worker thread whose client takes a stream: each notification the
         handler sends (progress) goes out as it happens, then the response. Until the first
         one nothing is sent, so a call that notifies nothing is plain JSON with its status."""
@@ -286,11 +400,13 @@ class McpEndpoint:
         def notify(note: dict[str, Any]) -> None:  # called from the worker thread
             loop.call_soon_threadsafe(notes.put_nowait, note)
 
-        context = RequestContext(principal=principal, transport="http", notify=notify)
-        worker = asyncio.ensure_future(self._handle_in_thread(message, context, deadline, raw_id))
+        context = RequestContext(principal=post.principal, transport="http", notify=notify)
+        worker = asyncio.ensure_future(
+            self._in_thread(post.message, context, post.deadline, raw_id)
+        )
         first = await _next_note(notes, worker)
         if first is None:
-            return _plain(worker.result(), [])
+            return _response(worker.result())
 
         async def respond(send: Send) -> None:
             try:
@@ -302,36 +418,21 @@ class McpEndpoint:
                     )
                     note = await _next_note(notes, worker)
                 response = worker.result()
-                final = event(response) if response is not None else b""
+                final = event(Fragment(response)) if response is not None else b""
                 await send({"type": "http.response.body", "body": final})
             finally:
                 worker.cancel()  # the client went away: stop waiting (the thread finishes alone)
 
-        return respond
+        return _Streamed(respond)
 
-    def _check_host_and_origin(self, scope: Scope, fields: dict[str, str]) -> None:
-        """DNS-rebinding protection: a page on evil.example resolved to 127.0.0.1 still sends
-        `Host: evil.example` and its own `Origin`. An absent Origin is a non-browser client."""
-        port = port_of(scope)
-        host = fields.get("host", "").lower()
-        if not host or not self.hosts.allows(host, port):
-            raise _Reject(*self.hosts.refused(host))
-        origin = fields.get("origin")
-        if origin is not None and not self._origin_allowed(origin.lower().rstrip("/"), port):
-            REFUSALS.refused("the Origin check", f"Origin {origin[:200]!r} is not allowed")
-            raise _Reject(403, "Forbidden: Origin not allowed")
-
-    def _origin_allowed(self, origin: str, port: int) -> bool:
-        return origin in self.allowed_origins or origin in _loopback_origins(port)
-
-    async def _handle_in_thread(
+    async def _in_thread(
         self, message: Any, context: RequestContext, deadline: float, raw_id: Any
-    ) -> dict[str, Any] | None:
+    ) -> bytes | None:
         with anyio.move_on_after(deadline - asyncio.get_running_loop().time()):
             # abandon_on_cancel: the event loop answers at the deadline; the thread cannot be
             # interrupted and finishes on its own (a deletion it already committed stays).
             return await anyio.to_thread.run_sync(
-                self.server.handle, message, context, abandon_on_cancel=True
+                self.server.respond, message, context, abandon_on_cancel=True
             )
         REFUSALS.refused(
             "timeout_seconds", f"a call did not finish within {self.timeout_seconds:g}s"
@@ -339,19 +440,7 @@ class McpEndpoint:
         timeout = ProtocolError(
             SERVER_BUSY, "Request timed out; it may still complete. Retry with care."
         )
-        return error_response(raw_id if is_request_id(raw_id) else None, timeout)
-
-
-def _plain(
-    response: dict[str, Any] | None, notes: list[dict[str, Any]]
-) -> tuple[int, bytes | None]:
-    if response is None:  # a notification, accepted and dropped by the core
-        return 202, None
-    if notes:
-        # The status line goes out before the stream: 200, whatever the response says.
-        return 200, _EventStream(b"".join(map(event, [*notes, response])))
-    error = response.get("error")
-    return (http_status(error["code"]) if error else 200), encode(response)
+        return encode(error_response(raw_id if is_request_id(raw_id) else None, timeout))
 
 
 async def _next_note(
@@ -403,19 +492,9 @@ async def _until_disconnect(respond: Streamed, send: Send, receive: Receive) -> 
         group.cancel_scope.cancel()
 
 
-class _EventStream(bytes):
-    """A response body already framed as SSE events: notifications, then the response."""
-
-
+_ACCEPTED: Final = _Whole(202, [], b"")
 _ALLOW: Final = (b"allow", b"POST")
 _CHALLENGE: Final = (b"www-authenticate", b'Bearer realm="labkit"')
-
-
-@functools.lru_cache(maxsize=16)
-def _loopback_origins(port: int) -> frozenset[str]:
-    return frozenset(
-        f"{scheme}://{name}:{port}" for scheme in ("http", "https") for name in LOOPBACK_NAMES
-    )
 
 
 @functools.lru_cache(maxsize=256)
@@ -436,14 +515,22 @@ def _check_media_types(fields: dict[str, str]) -> bool:
     if content_type is None or (
         content_type != "application/json" and _media_types(content_type) != _JSON_ONLY
     ):
-        raise _Reject(415, "Unsupported Media Type: send application/json")
+        raise _reject(415, "Unsupported Media Type: send application/json")
     accept = fields.get("accept")
     if accept is None:
         return False
+    streams = _streams(accept)
+    if streams is None:
+        raise _reject(406, "Not Acceptable: responses are application/json")
+    return streams
+
+
+@functools.lru_cache(maxsize=256)
+def _streams(accept: str) -> bool | None:
+    """Whether an Accept value takes `text/event-stream`; None when it takes no JSON. Judged
+    once per distinct value, as `_media_types` parses it."""
     kinds = _media_types(accept)
-    if not kinds & _JSON_TYPES:
-        raise _Reject(406, "Not Acceptable: responses are application/json")
-    return _EVENT_STREAM in kinds
+    return _EVENT_STREAM in kinds if kinds & _JSON_TYPES else None
 
 
 def create_app(

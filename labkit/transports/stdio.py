@@ -2,7 +2,7 @@
 
 Owns: line framing, the line size limit, `-32700` with `id: null` for a line that is not JSON,
 silence for notifications, and stopping cleanly on EOF or on request (a signal). Reads one line,
-calls `Server.handle`, writes one line: requests are answered in order, one at a time. Logs go
+calls `Server.respond`, writes one line: requests are answered in order, one at a time. Logs go
 to the logging system (stderr); the output stream carries protocol messages only.
 
 With `legacy=True`, an `initialize` makes the connection a 2025-11-25 session (the connection
@@ -13,7 +13,8 @@ Calls are never nested: one loop reads every line and hands a client's answer to
 asked, so several calls may wait on the client at once (at most `max_calls`; past that a new
 call is refused with -32001) and each completes. While a call polls for a URL consent, the
 loop pauses between polls and reads nothing else, as before.
-Must not import the course toolkit or the grader.
+
+Must not import the endpoint, the course toolkit or the grader.
 """
 
 from __future__ import annotations
@@ -204,8 +205,8 @@ class StdioTransport:
             response = self._answer_legacy(message)
             return None if response is None else encode(response) + b"\n"
         # The core tells a notification (None: no output) from an invalid id-less object.
-        encoded = self.server.handle_encoded(message, self.context)
-        return None if encoded is None else encoded.body + b"\n"
+        encoded = self.server.respond(message, self.context)
+        return None if encoded is None else encoded + b"\n"
 
     # -- batches: a pipe or a file ---------------------------------------------------------------
 
@@ -219,7 +220,7 @@ class StdioTransport:
         buffer = b""
         start = 0
         limit = self.max_line_bytes
-        encoded_listing = self.server.encoded_listing
+        respond, context = self.server.respond, self.context
         try:
             while not self._stop:
                 if self._polling:
@@ -250,9 +251,10 @@ class StdioTransport:
                             message = None  # answered below, as any line
                         # The usual listing: no session, nothing to flush first, nothing
                         # that could make it legacy (only an `initialize` starts one).
-                        listing = encoded_listing(message)
-                        if listing is not None:
-                            pending += (listing, b"\n")  # joined in one copy
+                        if type(message) is dict and message.get("method") in _BATCHED:
+                            response = respond(message, context)
+                            if response is not None:
+                                pending += (response, b"\n")  # joined in one copy
                             continue
                         if not self._batch_line(line, stdout, pending, message):
                             log.info("stdout closed; stopping")
@@ -320,9 +322,9 @@ class StdioTransport:
             if response is not None:
                 pending.append(encode(response) + b"\n")
             return True
-        encoded = self.server.handle_encoded(message, self.context)
+        encoded = self.server.respond(message, self.context)
         if encoded is not None:
-            pending += (encoded.body, b"\n")  # joined with the others in one copy
+            pending += (encoded, b"\n")  # joined with the others in one copy
         return True
 
     def _answer_legacy(self, message: dict[str, Any]) -> dict[str, Any] | None:
