@@ -42,6 +42,7 @@ from test_http_limits import (
     head,
     post_discover,
     read_response,
+    readable,
     serving,
 )
 
@@ -536,8 +537,7 @@ def stdio_discover(served: Served) -> dict[str, Any]:
 
 
 def read_line(stream: IO[bytes]) -> bytes:
-    readable, _, _ = select.select([stream], [], [], WAIT)
-    assert readable, "no answer on stdout"
+    assert readable(stream, WAIT), "no answer on stdout"
     return stream.readline()
 
 

@@ -10,6 +10,7 @@ equality and a function that reads its caller's frame fail.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -122,6 +123,17 @@ def test_the_reference_passes_every_hidden_check_in_this_process(
     )
     assert set(outcomes(report).values()) == {Outcome.PASSED}, str(report)
     assert report.score == report.possible
+
+
+@pytest.mark.parametrize("exercise_id", IDS)
+def test_the_hidden_checks_leave_no_descriptor_open(exercise_id: str, scratch: Path) -> None:
+    """Each check closes what it opened, the reference answer's folder of a differential check
+    included (a batch, or `labkit course mutants`, runs thousands of checks in one process)."""
+    judge_in_process(exercise_id, hidden(exercise_id), reference_answers(exercise_id), scratch)
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        judge_in_process(exercise_id, hidden(exercise_id), reference_answers(exercise_id), scratch)
+    assert len(os.listdir("/proc/self/fd")) == before
 
 
 @pytest.mark.parametrize("exercise_id", IDS)

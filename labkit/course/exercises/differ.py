@@ -32,7 +32,6 @@ from hypothesis import HealthCheck, Phase, Verbosity, example, given, seed, sett
 from hypothesis import strategies as st
 
 import labkit
-from labkit.course.exercises.folder import Folder
 from labkit.course.exercises.trial import (
     Fail,
     Outcome,
@@ -74,7 +73,7 @@ class Side:
         else:
             if t.reference is None:
                 raise Stop(Outcome.DID_NOT_RUN, NO_REFERENCE)
-            self.folder = _reference_folder(t)
+            self.folder = t.reference_folder()
 
     def attempt(self, name: str, *args: Any) -> Returned | Raised:
         if self.learner:
@@ -92,13 +91,6 @@ class Side:
         runner = self.trial.runner if self.learner else self.trial.reference
         assert runner is not None
         runner.end_check()
-
-
-def _reference_folder(t: Trial) -> Folder:
-    folder: Folder = t.once(
-        f"reference folder {id(t)}", lambda: Folder(t.private().path, t.private())
-    )
-    return folder
 
 
 class _Differs(Exception):

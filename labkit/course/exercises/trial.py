@@ -328,6 +328,7 @@ class Trial:
         self._shared = shared
         self._stack = stack
         self._folder: Folder | None = None
+        self._reference_folder: Folder | None = None
         self._private: Private | None = None
         self.effects: Mapping[str, Any] = {}
         stack.callback(runner.end_check)
@@ -354,6 +355,16 @@ class Trial:
             self.defer(folder.close)
             self._folder = folder
         return self._folder
+
+    def reference_folder(self) -> Folder:
+        """The reference answer's folder in a differential check: the judge's own (inside
+        `private`), closed when the check ends."""
+        if self._reference_folder is None:
+            private = self.private()
+            folder = Folder(private.path, private)
+            self.defer(folder.close)
+            self._reference_folder = folder
+        return self._reference_folder
 
     def tempdir(self) -> Path:
         return self.folder().path
