@@ -637,6 +637,13 @@ def _run_course_mutants(args: argparse.Namespace) -> int:
     if not args.solutions.is_dir():
         print(f"labkit course mutants: {args.solutions}: no such folder", file=sys.stderr)
         return 2
+    if args.markdown is not None and (
+        args.markdown.is_dir() or not os.access(args.markdown.parent, os.W_OK | os.X_OK)
+    ):
+        print(
+            f"labkit course mutants: --markdown {args.markdown}: cannot be written", file=sys.stderr
+        )
+        return 2
     chosen = [GRADED[e] for e in args.exercises or GRADED]
     course = Course.load(args.solutions)
     missing = [g.id for g in chosen if course.exercise(g).notebook not in course.solutions]

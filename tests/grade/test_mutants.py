@@ -133,6 +133,11 @@ def test_the_command_prints_the_table_and_writes_it(tmp_path: Path) -> None:
         (("ex9",), "no such exercise: ex9"),
         (("--solutions", "nowhere"), "nowhere: no such folder"),
         (("--jobs", "0"), "--jobs must be positive"),
+        (("--solutions", str(COURSE), "--markdown", "/"), "--markdown /: cannot be written"),
+        (
+            ("--solutions", str(COURSE), "--markdown", "nowhere/m.md"),
+            "--markdown nowhere/m.md: cannot be written",
+        ),
     ],
 )
 def test_bad_input_is_named_with_exit_2(args: tuple[str, ...], said: str, tmp_path: Path) -> None:
