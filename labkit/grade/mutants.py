@@ -107,10 +107,13 @@ class Strength:
         return len(self.verdicts) - len(self.counted)
 
     @property
+    def caught(self) -> int:
+        return sum(1 for v in self.counted if v.caught)
+
+    @property
     def percent(self) -> float:
-        counted = self.counted
-        caught = sum(1 for v in counted if v.caught)
-        return 100.0 * caught / len(counted) if counted else 100.0
+        counted = len(self.counted)
+        return 100.0 * self.caught / counted if counted else 100.0
 
     @property
     def holds(self) -> bool:
@@ -257,9 +260,8 @@ def table(strengths: Sequence[Strength]) -> str:
         "|---|---:|---:|---:|---:|---:|",
     ]
     for s in strengths:
-        caught = sum(1 for v in s.counted if v.caught)
         lines.append(
-            f"| {s.exercise} | {len(s.verdicts)} | {s.equivalent} | {caught} | "
+            f"| {s.exercise} | {len(s.verdicts)} | {s.equivalent} | {s.caught} | "
             f"{len(s.survivors)} | {s.percent:.1f}% |"
         )
     for s in strengths:
