@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
 from labkit.errors import HEADER_MISMATCH, ProtocolError
@@ -58,10 +58,13 @@ def encode_header_value(value: str) -> str:
     return f"=?base64?{base64.b64encode(value.encode('utf-8')).decode('ascii')}?="
 
 
-def header_mismatch(message: Any, headers: Iterable[tuple[str, str]]) -> ProtocolError | None:
+def header_mismatch(
+    message: Any, headers: Mapping[str, str], repeated: str | None = None
+) -> ProtocolError | None:
     """-32020 when the routing headers of a request disagree with its body, else None.
 
-    `headers` are (lower-case name, value) pairs as received. The check runs only on a request
+    `headers` maps lower-case header names to the value received (the last copy);
+    `repeated` names a routing header that came more than once. The check runs only on a request
     whose envelope and `_meta` the core would accept far enough to read a string version, so
     the core keeps answering what it owns: -32600 for a broken envelope, -32601 for an unknown
     method without `_meta` (a legacy `initialize`), -32602 for a missing or non-string
@@ -76,15 +79,12 @@ def header_mismatch(message: Any, headers: Iterable[tuple[str, str]]) -> Protoco
         return None
     # Headers that agree with the body are no mismatch, whatever else the body holds: the
     # body's full check runs only when they disagree (the usual request is read, not checked).
-    seen: dict[str, str] = {}
+    seen = headers
     reason: str | None = None
-    for name, value in headers:
-        if name in ROUTING_HEADERS:
-            if name in seen and reason is None:
-                # First-copy and last-copy readers would disagree about what was asked.
-                reason = f"{name} header appears more than once"
-            seen[name] = value
-    if reason is None and seen.get(PROTOCOL_VERSION_HEADER) != version:
+    if repeated is not None:
+        # First-copy and last-copy readers would disagree about what was asked.
+        reason = f"{repeated} header appears more than once"
+    elif seen.get(PROTOCOL_VERSION_HEADER) != version:
         reason = (
             "MCP-Protocol-Version header is missing or does not match "
             f"params._meta[{META_VERSION!r}]"

@@ -261,8 +261,8 @@ class McpEndpoint:
             return
         # One pass over the raw headers: only those the endpoint reads are decoded.
         fields: dict[str, str] = {}
-        routing: list[tuple[str, str]] = []
         twice: bytes | None = None
+        repeated: str | None = None  # a routing header sent more than once (-32020)
         for raw_name, raw_value in scope["headers"]:
             name = _USED_HEADERS.get(raw_name)
             if name is not None:
@@ -272,9 +272,9 @@ class McpEndpoint:
                         twice = raw_name
                     elif name == "accept":  # a list: the copies are one value (RFC 9110 5.3)
                         value = f"{fields[name]}, {value}"
+                    elif name in ROUTING_HEADERS and repeated is None:
+                        repeated = name
                 fields[name] = value
-                if name in ROUTING_HEADERS:
-                    routing.append((name, value))
         try:
             if twice is not None:
                 raise _reject(400, duplicate_header(twice))
@@ -297,7 +297,7 @@ class McpEndpoint:
                 except BodyRefused as refused:
                     raise _reject(refused.status, refused.text, refused.headers) from None
                 message = _read(raw)
-                reply = self._dispatch(message, principal, streams, deadline, fields, routing)
+                reply = self._dispatch(message, principal, streams, deadline, fields, repeated)
         except _Answered as refused:
             reply = refused.reply
         await reply.write(send, receive)
@@ -327,7 +327,7 @@ class McpEndpoint:
         streams: bool,
         deadline: float,
         fields: dict[str, str],
-        routing: list[tuple[str, str]],
+        repeated: str | None,
     ) -> Reply:
         """The reply to a message: a legacy session's, a routing-header refusal, or the core's
         response, from a worker thread for a blocking method (a reply that waits for it when
@@ -337,7 +337,7 @@ class McpEndpoint:
             routed = self.legacy.route(fields, message, principal)
             if routed is not None:
                 return _Streamed(routed)
-        mismatch = header_mismatch(message, routing)
+        mismatch = header_mismatch(message, fields, repeated)
         if type(message) is dict or isinstance(message, dict):
             raw_id, method = message.get("id"), message.get("method")
         else:
