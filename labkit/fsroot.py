@@ -491,7 +491,7 @@ class Root:
     def __repr__(self) -> str:
         return f"Root({self.path!r}, resolver={self.resolver.name!r})"
 
-    def check(self) -> None:
+    def still_root(self) -> None:
         """The descriptor is still the directory opened at start, and that directory still
         lives at its configured path (a workspace renamed or replaced is no longer served)."""
         if self._fd < 0:
@@ -513,7 +513,7 @@ class Root:
     def directory(self, parts: Parts) -> Iterator[int]:
         """A descriptor for the directory `parts` beneath the root, closed on exit."""
         check_parts(parts)
-        self.check()
+        self.still_root()
         try:
             fd = self.resolver.open_dir(self._fd, self.dev, parts)
         except OSError as exc:

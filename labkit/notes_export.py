@@ -193,7 +193,7 @@ class NotesExport:
         request_digest = _request_digest(binding)
         link = None
         if link_id is not None:
-            link = self.consent.pending(link_id, binding.principal, request_digest)
+            link = self.consent.usable_link(link_id, binding.principal, request_digest)
         if link is None:
             link = self.consent.issue(binding.principal, request_digest, NAME, ws_uri)
         url = self.consent.url(link)

@@ -139,7 +139,7 @@ class ConsentService:
     def url(self, link: ConsentLink) -> str | None:
         return None if self.base_url is None else f"{self.base_url}{CONNECT_PATH}{link.id}"
 
-    def pending(self, link_id: str, principal: str, request_digest: str) -> ConsentLink | None:
+    def usable_link(self, link_id: str, principal: str, request_digest: str) -> ConsentLink | None:
         """The link if `principal` could still use it for this very request."""
         with _busy_as_error():
             link = self.store.link(link_id)
@@ -159,7 +159,7 @@ class ConsentService:
 
     # -- the page side -----------------------------------------------------------------------
 
-    def check(self, link_id: str, principal: str) -> tuple[Grant, ConsentLink | None]:
+    def page_grant(self, link_id: str, principal: str) -> tuple[Grant, ConsentLink | None]:
         """Whether the page may be shown to `principal` (nothing is consumed)."""
         link = self.store.link(link_id)
         return decide_grant(link, principal, self.clock()), link

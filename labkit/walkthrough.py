@@ -78,7 +78,7 @@ class Walkthrough:
     def note(self, text: str) -> None:
         print(f"   .. {text}", file=self.out)
 
-    def refused(self, action: Callable[[], object]) -> McpError:
+    def expect_refusal(self, action: Callable[[], object]) -> McpError:
         """The error `action` raises; a FAIL (AssertionError) when it does not raise one."""
         try:
             action()
@@ -165,10 +165,10 @@ def delete(w: Walkthrough) -> bool:
 
 def containment(w: Walkthrough) -> bool:
     host = w.host()
-    prefix = w.refused(
+    prefix = w.expect_refusal(
         lambda: host.begin(TOOL, {"workspaceUri": "file:///work/notes-evil", "title": "TPS"})
     )
-    traversal = w.refused(
+    traversal = w.expect_refusal(
         lambda: host.begin(
             TOOL, {"workspaceUri": "file:///work/notes/%2e%2e/private", "title": "outside"}
         )
@@ -181,7 +181,7 @@ def changed_title(w: Walkthrough) -> bool:
     pending = _pending(host.begin(TOOL, TPS))
     changed = {"workspaceUri": "file:///work/notes", "title": "shopping"}
     # The attack: the same state and answer, sent with other arguments.
-    e = w.refused(
+    e = w.expect_refusal(
         lambda: host.resume(dataclasses.replace(pending, arguments=changed), accept("note-7"))
     )
     w.note(f"notes now: {w.notes.ids()}")
@@ -192,7 +192,7 @@ def decline(w: Walkthrough) -> bool:
     host = w.host()
     pending = _pending(host.begin(TOOL, TPS))
     d = _complete(host.resume(pending, {KEY: messages.decline()}))
-    again = w.refused(lambda: host.resume(pending, accept("note-7")))
+    again = w.expect_refusal(lambda: host.resume(pending, accept("note-7")))
     w.note(f"notes now: {w.notes.ids()}")
     return (
         d["structuredContent"]["deleted"] is False
@@ -251,7 +251,7 @@ def capabilities(w: Walkthrough) -> bool:
         isinstance(w.host(capabilities=caps).begin(TOOL, TPS), Pending) for caps in declarations
     )
     url_only = w.host(capabilities={"elicitation": {"url": {}}})
-    e = w.refused(lambda: url_only.begin(TOOL, TPS))
+    e = w.expect_refusal(lambda: url_only.begin(TOOL, TPS))
     return (
         ok
         and e.code == -32021
@@ -260,7 +260,7 @@ def capabilities(w: Walkthrough) -> bool:
 
 
 def version(w: Walkthrough) -> bool:
-    e = w.refused(lambda: w.host(protocol_version="2025-11-25").list_tools())
+    e = w.expect_refusal(lambda: w.host(protocol_version="2025-11-25").list_tools())
     expected = {"supported": [PROTOCOL_VERSION], "requested": "2025-11-25"}
     return bool(e.code == -32022 and e.data == expected)
 

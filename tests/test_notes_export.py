@@ -218,7 +218,7 @@ def test_without_the_url_capability_the_exact_32021_and_no_link(
     xlab: ExportLab, caps: dict[str, Any]
 ) -> None:
     assert error_of(export(xlab, 1, caps=caps)) == URL_REQUIRED
-    assert xlab.consent.check("link-1", "alice")[0] is Grant.UNKNOWN, "no link was minted"
+    assert xlab.consent.page_grant("link-1", "alice")[0] is Grant.UNKNOWN, "no link was minted"
 
 
 def test_a_later_request_without_url_is_refused_even_after_one_with_it(xlab: ExportLab) -> None:

@@ -285,10 +285,10 @@ class Course:
             raise notebooks.Unreadable(f"{directory}: holds no .ipynb solution notebooks")
         course = cls(solutions, **kw)
         for stem in solutions:
-            course.release(stem)  # an authoring mistake is found before any grading
+            course.learner_copy(stem)  # an authoring mistake is found before any grading
         return course
 
-    def release(self, stem: str) -> NotebookNode:
+    def learner_copy(self, stem: str) -> NotebookNode:
         """The learner copy `labkit course build` makes of a solution (notebooks/<stem>)."""
         if stem not in self.releases:
             try:
@@ -390,7 +390,7 @@ class _Plan:
 
 def _restore(path: Path, learner: NotebookNode, course: Course, found: notebooks.Match) -> _Plan:
     solution = course.solutions[found.stem]
-    release = course.release(found.stem)
+    release = course.learner_copy(found.stem)
     restored = notebooks.restore(learner, release)
     notices = restored.notices
     if found.how == "metadata":

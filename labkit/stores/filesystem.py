@@ -381,7 +381,7 @@ class _Journal:
             ).fetchone()
         return _intent(row)
 
-    def deleted(self, principal: str, nonce: str) -> bool:
+    def has_deleted(self, principal: str, nonce: str) -> bool:
         """Whether an attempt at this nonce deleted its file ("done")."""
         with self._lock, self._guard():
             row = self._db.execute(
@@ -616,7 +616,7 @@ class FilesystemNoteStore:
                 # Journaled but not finished (a crash between the intent and "done"): finish
                 # it as start-up recovery would; only the journaled file can go.
                 self._journal.resolve(row.id, lambda i: self._decide(i, True))
-            return self._journal.deleted(ticket.principal, ticket.nonce)
+            return self._journal.has_deleted(ticket.principal, ticket.nonce)
 
     # -- recovery ------------------------------------------------------------------------
 

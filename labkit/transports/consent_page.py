@@ -199,7 +199,9 @@ class ConsentPage:
             return signed_in
         principal, host = signed_in
         link_id = request.path_params["link_id"]
-        outcome, link = await self._store(functools.partial(self.consent.check, link_id, principal))
+        outcome, link = await self._store(
+            functools.partial(self.consent.page_grant, link_id, principal)
+        )
         if outcome is not Grant.GRANTED:
             log.info("consent page refused for %r: %s", principal, outcome.value)
             return _refusal(outcome)

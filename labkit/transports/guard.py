@@ -56,7 +56,7 @@ class HostRule:
             return True
         return host in _loopback_hosts(port) or (port == 80 and host in LOOPBACK_NAMES)
 
-    def refused(self, host: str) -> tuple[int, str]:
+    def refuse_host(self, host: str) -> tuple[int, str]:
         REFUSALS.refused("the Host check", f"Host {host[:200]!r} is not this server's")
         return 421, UNKNOWN_HOST
 
@@ -92,7 +92,7 @@ def refusal(scope: Scope, hosts: HostRule) -> tuple[int, str] | None:
             if name == b"host":
                 host = value.decode("latin-1").lower()
     if not host or not hosts.allows(host, port_of(scope)):
-        return hosts.refused(host)
+        return hosts.refuse_host(host)
     return None
 
 
@@ -124,7 +124,7 @@ class TrustedOrigins:
     def _judge(self, port: int, host: str | None, origin: str | None) -> tuple[int, str] | None:
         host = (host or "").lower()
         if not host or not self.hosts.allows(host, port):
-            return self.hosts.refused(host)
+            return self.hosts.refuse_host(host)
         if origin is not None and not self._origin_allowed(origin.lower().rstrip("/"), port):
             REFUSALS.refused("the Origin check", f"Origin {origin[:200]!r} is not allowed")
             return 403, "Forbidden: Origin not allowed"

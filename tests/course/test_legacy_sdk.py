@@ -59,7 +59,7 @@ def test_accept_deletes_and_an_outside_root_stays_refused(command: list[str] | N
         text="Deleted note-14 ('TPS report 2025') from file:///work/notes.",
     )
     assert again.structured == {"deleted": False, "status": "no_match"}
-    assert outside.refused and outside.error_code == -32602
+    assert outside.was_refused and outside.error_code == -32602
     assert outside.structured is None
     assert "not a workspace this principal may use" in outside.error_message
     assert run.roots_asked == 0, "notes_delete decides from the allowlist, never from roots"
@@ -81,7 +81,7 @@ def test_decline_keeps_the_note_and_a_wrong_answer_is_an_error_outcome() -> None
     deployment = demo_deployment(keys=KeyRing([bytes(range(32))]))
     declined = run_legacy_session([("notes_delete", TPS)], decline, deployment=deployment)
     assert declined.outcomes[0].structured == {"deleted": False, "status": "declined"}
-    assert not declined.outcomes[0].refused
+    assert not declined.outcomes[0].was_refused
     assert "note-14" in deployment.notes.ids()
 
     # A note the form never offered: the server answers -32602 and the session goes on.

@@ -77,7 +77,7 @@ def test_choosing_an_option_shows_its_verdict_and_reason():
     assert widget.feedback.value == "Not quite. Roots are client-declared: never authorization."
     widget.choices.value = 1
     assert widget.feedback.value == "Correct. The server checks its own per-principal list."
-    assert widget.check() == "Correct. The server checks its own per-principal list."
+    assert widget.show_feedback() == "Correct. The server checks its own per-principal list."
     # Nothing to click: no Check button stands between the choice and the reason.
     assert not any(type(child).__name__ == "Button" for child in widget.children)
 

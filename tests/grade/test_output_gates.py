@@ -21,7 +21,9 @@ def _shown(stem: str) -> list[tuple[ex.GradedExercise, str]]:
     """(exercise, cell id) for each checked output cell of `stem` that names a contract."""
     solution = _COURSE.solutions[stem]
     exercises = ex.exercises_in(solution, _COURSE.registry)
-    checked = grader.checked_outputs(solution, _COURSE.release(stem), {e.id for e in exercises})
+    checked = grader.checked_outputs(
+        solution, _COURSE.learner_copy(stem), {e.id for e in exercises}
+    )
     found = []
     for cell in checked:
         source = next(str(c.source) for c in solution.cells if c.get("id") == cell.cell_id)

@@ -161,7 +161,7 @@ def test_using_a_withheld_name_says_why(scratch: Path) -> None:
 def test_the_notebooks_own_setup_imports_give_nothing_either(scratch: Path) -> None:
     """Notebook 07's setup cell imports `legacy`; its name is there in the worker, and empty."""
     course = grader.Course.load(COURSE)
-    setup = notebooks.setup_imports(course.release("07-ex5-legacy-adapter"))
+    setup = notebooks.setup_imports(course.learner_copy("07-ex5-legacy-adapter"))
     assert "legacy" in setup
     report = judge_in_worker(
         "ex5",

@@ -113,7 +113,7 @@ def course(tree: Path) -> grader.Course:
 
 
 def grade(course: grader.Course, runner: KernelRunner, work: Path, answer: str) -> SubmissionReport:
-    copy = deepcopy(course.release("09-double"))
+    copy = deepcopy(course.learner_copy("09-double"))
     for cell in copy.cells:
         if cell.get("id") == "ex9-answer":
             cell.source = answer
@@ -138,7 +138,9 @@ def test_the_solution_scores_full_marks_end_to_end(
 def test_the_learner_copy_and_a_wrong_answer_lose_points(
     course: grader.Course, runner: KernelRunner, work: Path
 ) -> None:
-    stub = next(c.source for c in course.release("09-double").cells if c.get("id") == "ex9-answer")
+    stub = next(
+        c.source for c in course.learner_copy("09-double").cells if c.get("id") == "ex9-answer"
+    )
     untouched = grade(course, runner, work, stub)
     assert next(e for e in untouched.exercises if e.id == "ex9").points == 0
     # Right on the public input, wrong on the hidden ones: the hidden check says which input.

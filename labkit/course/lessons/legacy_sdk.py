@@ -73,7 +73,7 @@ class CallOutcome:
     error_message: str = ""
 
     @property
-    def refused(self) -> bool:
+    def was_refused(self) -> bool:
         return self.error_code is not None
 
 

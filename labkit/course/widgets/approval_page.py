@@ -56,7 +56,7 @@ class ApprovalPage:
         """The page for `url` (a link of this consent service): a widget to show."""
         path = urlsplit(url).path
         link_id = path[len(CONNECT_PATH) :] if path.startswith(CONNECT_PATH) else ""
-        outcome, link = self.consent.check(link_id, self.principal)
+        outcome, link = self.consent.page_grant(link_id, self.principal)
         title = widgets.HTML(
             f"<b>Consent page</b> <small>(as <code>labkit serve</code> serves "
             f"<code>{html.escape(url)}</code>; signed in as {html.escape(self.principal)})</small>"

@@ -130,7 +130,7 @@ class QuizWidget(widgets.VBox):  # type: ignore[misc]
         )
         self.feedback = widgets.HTML("")
         self.feedback.add_class("labkit-quiz-feedback")
-        self.choices.observe(lambda _change: self.check(), names="value")
+        self.choices.observe(lambda _change: self.show_feedback(), names="value")
         super().__init__(
             children=[
                 widgets.HTML(f"{_STYLE}<b>{html.escape(quiz.question)}</b>"),
@@ -141,7 +141,7 @@ class QuizWidget(widgets.VBox):  # type: ignore[misc]
         )
         self.add_class("labkit-quiz")
 
-    def check(self) -> str:
+    def show_feedback(self) -> str:
         """Show (and return) the feedback of the chosen option."""
         index = self.choices.value
         text = "" if index is None else self.quiz.feedback(index)
