@@ -49,11 +49,11 @@ def test_a_store_condition_is_one_line_and_ends_only_with_a_write_of_that_store(
     faults = FaultLog(LOGGER)
     full = StoreUnavailable("/disk/notes.db: no space left on device")
     for _ in range(6):
-        faults.failed("/disk/notes.db", full)
+        faults.record("/disk/notes.db", full)
         faults.wrote("/other/replay.db")  # another store's write ends nothing
     assert len(lines(caplog)) == 1 and "no space left" in lines(caplog)[0]
     assert faults.active() == {"/disk/notes.db": str(full)}
-    faults.failed("/disk/notes.db", StoreUnavailable("/disk/notes.db: I/O error"))  # it changed
+    faults.record("/disk/notes.db", StoreUnavailable("/disk/notes.db: I/O error"))  # it changed
     faults.wrote("/disk/notes.db")
     faults.wrote("/disk/notes.db")
     assert len(lines(caplog)) == 3

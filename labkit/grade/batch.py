@@ -134,7 +134,7 @@ def run(
             begun = clock()
             try:
                 if not path.exists():
-                    result = SubmissionReport.failed(path.name, f"{path}: no such file")
+                    result = SubmissionReport.not_graded(path.name, f"{path}: no such file")
                 else:
                     result = grade(
                         path,
@@ -147,7 +147,7 @@ def run(
                     )
             except Exception as error:  # this submission's failure, never the batch's
                 log.exception("%s: grading stopped", path.name)
-                result = SubmissionReport.failed(
+                result = SubmissionReport.not_graded(
                     path.name,
                     f"did not run: grading this submission stopped ({type(error).__name__})",
                     clock() - begun,
@@ -189,7 +189,7 @@ def _each(
         if n not in done and finished:
             done[n] = future.result()
     reports = [
-        done.get(n) or SubmissionReport.failed(path.name, f"did not run: {stopped}")
+        done.get(n) or SubmissionReport.not_graded(path.name, f"did not run: {stopped}")
         for n, path in enumerate(files)
     ]
     return reports, stopped

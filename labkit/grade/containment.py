@@ -283,7 +283,7 @@ class Cgroups:
     parents: tuple[Path, ...]
 
     @classmethod
-    def find(
+    def usable(
         cls, roots: CgroupRoots, write: Callable[[Path, str], None] | None = None
     ) -> tuple[Cgroups | None, list[str]]:
         """The hierarchy jobs can use, and why others could not. Under v2 this may move the
@@ -545,7 +545,7 @@ def survey(
 ) -> Survey:
     """Try each piece of containment on the real machine (a second or less)."""
     root = os.geteuid() == 0
-    cgroups, reasons = Cgroups.find(roots or CgroupRoots())
+    cgroups, reasons = Cgroups.usable(roots or CgroupRoots())
     uid = next(u for u in range(first_uid, first_uid + SLOTS) if not _is_account(u))
     with tempfile.TemporaryDirectory(prefix="labkit-survey-") as scratch:
         os.chmod(scratch, 0o711)

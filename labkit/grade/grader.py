@@ -320,11 +320,11 @@ def grade(
     try:
         learner = notebooks.load(path)
     except notebooks.Unreadable as error:
-        return SubmissionReport.failed(path.name, str(error))
+        return SubmissionReport.not_graded(path.name, str(error))
     try:
         found = _match(path, learner, course, graded_as)
     except _NotGraded as error:
-        return SubmissionReport.failed(path.name, error.why)
+        return SubmissionReport.not_graded(path.name, error.why)
     if workers is None and isinstance(runner, KernelRunner):
         workers = JobWorkers.of(runner)
     if deadline is None:
@@ -334,7 +334,7 @@ def grade(
     try:
         graded = _run(path, course, plan, runner, workers, deadline, scratch_root)
     except _RunFailed as error:
-        return SubmissionReport.failed(
+        return SubmissionReport.not_graded(
             path.name, f"{path.name}: {error}", clock() - started, infrastructure=True
         )
     return _report(path, course, plan, graded, sandbox, lambda: round(clock() - started, 2))

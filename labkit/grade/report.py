@@ -116,7 +116,7 @@ class SubmissionReport(BaseModel):
     course: CourseVersion | None = None  # course version (labkit/grade/version.py)
 
     @classmethod
-    def failed(
+    def not_graded(
         cls, file: str, error: str, seconds: float = 0.0, *, infrastructure: bool = False
     ) -> SubmissionReport:
         return cls(

@@ -118,14 +118,14 @@ class FaultLog:
     The end needs a committed write of that same store (hysteresis): reads often still work
     on a full disk or a failing database, and a read that succeeds between two failed writes
     must not announce an end that has not come; nor does another store's write. Stores call
-    `failed` where they raise and `wrote` after each committed write."""
+    `record` where they raise and `wrote` after each committed write."""
 
     def __init__(self, logger: logging.Logger = log) -> None:
         self._log = logger
         self._lock = threading.Lock()
         self._active: dict[str, str] = {}
 
-    def failed(self, source: str, exc: StoreError) -> StoreError:
+    def record(self, source: str, exc: StoreError) -> StoreError:
         """Record `exc` as `source`'s condition (a line if it is new); returns `exc`."""
         condition = str(exc)
         with self._lock:

@@ -281,11 +281,11 @@ class _Journal:
             code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
             if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
                 busy = StoreBusy(f"{self._path} stayed locked; nothing was changed")
-                raise FAULTS.failed(self._path, busy) from exc
+                raise FAULTS.record(self._path, busy) from exc
             unavailable = fault(self._path, exc)
             if unavailable is None:
                 raise
-            raise FAULTS.failed(self._path, unavailable) from exc
+            raise FAULTS.record(self._path, unavailable) from exc
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -304,7 +304,7 @@ class _Journal:
     def path(self) -> str:
         return self._path
 
-    def begin(
+    def begin_intent(
         self,
         *,
         principal: str,
@@ -352,7 +352,7 @@ class _Journal:
             ).fetchone()
         return _intent(row)
 
-    def finish(self, intent_id: int, state: str, resolution: str) -> str:
+    def finish_intent(self, intent_id: int, state: str, resolution: str) -> str:
         """Move a pending intent to `state`; returns the state it ends in (another process,
         a recovery, may have finished it first)."""
         with self._transaction() as db:
@@ -364,7 +364,7 @@ class _Journal:
             row = db.execute("SELECT state FROM intents WHERE id = ?", (intent_id,)).fetchone()
         return str(row[0]) if row else state
 
-    def fence(self, principal: str, nonce: str, attempt: str, expires_at: float) -> Intent:
+    def fence_intent(self, principal: str, nonce: str, attempt: str, expires_at: float) -> Intent:
         """The row of this attempt, recording "abandoned" (it will never delete) if there was
         none."""
         with self._transaction() as db:
@@ -578,7 +578,7 @@ class FilesystemNoteStore:
             return False
         ws, rel = located
         with self._available():
-            intent = self._journal.begin(
+            intent = self._journal.begin_intent(
                 principal=ticket.principal,
                 nonce=ticket.nonce,
                 attempt=ticket.attempt,
@@ -599,17 +599,19 @@ class FilesystemNoteStore:
             try:
                 self._unlink(note)
             except Refused as exc:
-                final = self._journal.finish(intent.id, "stale", f"refused at unlink: {exc.reason}")
+                final = self._journal.finish_intent(
+                    intent.id, "stale", f"refused at unlink: {exc.reason}"
+                )
                 self._emit("stale", intent)
                 return final == "done"  # "done": a concurrent recovery completed it
             self._emit("unlinked", intent)
-            self._journal.finish(intent.id, "done", "deleted")
+            self._journal.finish_intent(intent.id, "done", "deleted")
             self._emit("done", intent)
         return True
 
     def fence(self, ticket: Ticket) -> bool:
         with self._available():
-            row = self._journal.fence(
+            row = self._journal.fence_intent(
                 ticket.principal, ticket.nonce, ticket.attempt, ticket.expires_at
             )
             if row.state == "pending":
@@ -723,7 +725,7 @@ class FilesystemNoteStore:
         except Unavailable as exc:
             # The condition, not the file it struck: one log line while it lasts (FAULTS).
             cause = f"workspace files: {os.strerror(exc.errno)}"
-            raise FAULTS.failed(self._journal.path, StoreUnavailable(cause)) from exc
+            raise FAULTS.record(self._journal.path, StoreUnavailable(cause)) from exc
 
     def _emit(self, event: AuditEvent, intent: Intent) -> None:
         if self._audit is not None:

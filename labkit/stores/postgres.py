@@ -268,7 +268,7 @@ class PostgresStore(ThreadConnections[PgConnection]):
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _failed(self, exc: StoreError) -> StoreError:
-        return FAULTS.failed(repr(self), exc) if self._opened else exc
+        return FAULTS.record(repr(self), exc) if self._opened else exc
 
     def _unavailable(self, exc: psycopg.OperationalError) -> StoreUnavailable:
         reason = " ".join(str(exc).split())[:300] or type(exc).__name__

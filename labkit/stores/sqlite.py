@@ -314,7 +314,7 @@ class SqliteStore(ThreadConnections[sqlite3.Connection]):
                 delay = min(delay * 2, _MAX_BACKOFF)
 
     def _failed(self, exc: StoreError) -> StoreError:
-        return FAULTS.failed(self.path, exc) if self._opened else exc
+        return FAULTS.record(self.path, exc) if self._opened else exc
 
     def _read_schema(self, conn: sqlite3.Connection) -> tuple[bool, str | None]:
         """The epoch of a current database; None when the schema must be created first."""

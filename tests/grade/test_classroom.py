@@ -156,7 +156,7 @@ def _sub(file: str, checks: list[tuple[str, bool, float]]) -> SubmissionReport:
 
 def test_the_classroom_result_is_what_the_reporter_reads(tmp_path: Path) -> None:
     graded = _sub("a.ipynb", [("claims once", False, 2.0), ("per principal", True, 0.0)])
-    broken = SubmissionReport.failed("b.ipynb", "b.ipynb: not valid JSON")
+    broken = SubmissionReport.not_graded("b.ipynb", "b.ipynb: not valid JSON")
     batch = BatchReport(
         submissions=[graded, broken], graded=1, errors=1, mean_percent=50.0, seconds=1.0
     )

@@ -391,7 +391,7 @@ def test_cgroup_v2_is_found_where_it_is_mounted_on_a_unified_host(tmp_path: Path
         },
     )
     roots = _roots(tmp_path, "0::/grader\n", ("cgroup", "cgroup2", "rw,nsdelegate"))
-    cgroups, _ = Cgroups.find(roots)
+    cgroups, _ = Cgroups.usable(roots)
     assert cgroups == Cgroups(2, (tmp_path / "cgroup" / "grader",))
     group = cgroups.create("labkit-job-61001", Limits(memory=512 * MIB, nproc=10))
     made = tmp_path / "cgroup" / "grader" / "labkit-job-61001"
@@ -431,7 +431,7 @@ def test_the_grader_moves_into_a_leaf_before_it_enables_job_controllers(tmp_path
         },
     )
     roots = _roots(tmp_path, "0::/\n", ("cgroup", "cgroup2", "rw"))
-    cgroups, reasons = Cgroups.find(roots, write=_V2Rule(tmp_path / "cgroup"))
+    cgroups, reasons = Cgroups.usable(roots, write=_V2Rule(tmp_path / "cgroup"))
     assert cgroups == Cgroups(2, (tmp_path / "cgroup",)), reasons
     assert (tmp_path / "cgroup" / "cgroup.procs").read_text() == ""
     assert (tmp_path / "cgroup" / LEAF / "cgroup.procs").read_text().split() == ["1", "40"]
@@ -455,7 +455,7 @@ def test_cgroup_v2_of_a_hybrid_host_then_v1_then_none(tmp_path: Path) -> None:
         ("memory", "cgroup", "rw,memory"),
         ("pids", "cgroup", "rw,pids"),
     )
-    cgroups, reasons = Cgroups.find(roots)
+    cgroups, reasons = Cgroups.usable(roots)
     assert cgroups == Cgroups(1, (tmp_path / "memory" / "grader", tmp_path / "pids"))
     assert f"v2 at {tmp_path / 'unified'} offers no controller" in reasons[0]
     group = cgroups.create("labkit-job-61002", Limits(memory=512 * MIB, nproc=10))
@@ -465,9 +465,9 @@ def test_cgroup_v2_of_a_hybrid_host_then_v1_then_none(tmp_path: Path) -> None:
     assert int((tmp_path / "pids/labkit-job-61002/pids.max").read_text()) >= 10
     assert len(group.procs) == 2
     (tmp_path / "pids" / "cgroup.procs").unlink()
-    assert Cgroups.find(roots)[0] is None
+    assert Cgroups.usable(roots)[0] is None
     nothing = _roots(tmp_path / "bare", "0::/\n")
-    assert Cgroups.find(nothing) == (None, ["no cgroup hierarchy is mounted"])
+    assert Cgroups.usable(nothing) == (None, ["no cgroup hierarchy is mounted"])
 
 
 def _host(**changes: object) -> Survey:

@@ -210,7 +210,7 @@ def test_the_output_shows_only_visible_points_and_staff_see_the_containment() ->
 
 def test_results_of_a_batch_follow_the_specification() -> None:
     graded = SubmissionReport(file="a.ipynb", status="graded", points=1.0, max_points=2.0)
-    broken = SubmissionReport.failed("b.ipynb", "b.ipynb: not valid JSON")
+    broken = SubmissionReport.not_graded("b.ipynb", "b.ipynb: not valid JSON")
     batch = BatchReport(
         submissions=[graded, broken], graded=1, errors=1, mean_percent=50.0, seconds=1.5
     )

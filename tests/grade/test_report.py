@@ -195,7 +195,7 @@ def test_feedback_never_says_all_passed_when_a_hidden_check_failed() -> None:
 
 def test_junit_has_one_testcase_per_check() -> None:
     reports = [make_report([Outcome.PASSED, Outcome.DID_NOT_RUN, Outcome.ERROR])]
-    reports.append(SubmissionReport.failed("bad.ipynb", "bad.ipynb: corrupt notebook"))
+    reports.append(SubmissionReport.not_graded("bad.ipynb", "bad.ipynb: corrupt notebook"))
     root = ET.fromstring(report.junit(reports))
     first, second = root.findall("testsuite")
     assert [first.get(k) for k in ("tests", "failures", "errors")] == ["3", "2", "0"]
@@ -325,7 +325,7 @@ def test_cli_refuses_bad_arguments_with_a_message(
 
 def test_class_view_counts_failures_among_the_submissions_that_have_the_exercise() -> None:
     other = make_report([Outcome.PASSED]).model_copy(update={"exercises": []})
-    broken = SubmissionReport.failed("<b>bad</b>.ipynb", "<b>bad</b>.ipynb: corrupt notebook")
+    broken = SubmissionReport.not_graded("<b>bad</b>.ipynb", "<b>bad</b>.ipynb: corrupt notebook")
     page = classview.render(report.batch([make_report([Outcome.INCORRECT]), other, broken], 1.0))
     assert "<td>check 0</td><td class=n>1 of 1</td>" in page
     assert "&lt;b&gt;bad&lt;/b&gt;.ipynb" in page and "<b>bad" not in page

@@ -64,7 +64,10 @@ def hostile_report(text: str) -> SubmissionReport:
 
 @pytest.mark.parametrize("text", HOSTILE)
 def test_junit_is_well_formed_whatever_the_messages_hold(text: str) -> None:
-    reports = [hostile_report(text), SubmissionReport.failed(f"{text}.ipynb", f"corrupt: {text}")]
+    reports = [
+        hostile_report(text),
+        SubmissionReport.not_graded(f"{text}.ipynb", f"corrupt: {text}"),
+    ]
     # `model_copy` does not validate: junit() must make even unvalidated text safe.
     unvalidated = hostile_report("x").model_copy(update={"file": f"raw {text}", "error": text})
     for xml in (report.junit(reports), report.junit([unvalidated])):
@@ -101,7 +104,7 @@ MARKUP = [
 def test_html_and_markdown_from_a_submission_stay_inert(text: str) -> None:
     """The class view escapes it as HTML; the Markdown summary as HTML and Markdown outside
     its code blocks (a table row, a heading), and inside them it is only text."""
-    subs = [hostile_report(text), SubmissionReport.failed(f"{text}.ipynb", f"corrupt: {text}")]
+    subs = [hostile_report(text), SubmissionReport.not_graded(f"{text}.ipynb", f"corrupt: {text}")]
     result = report.batch(subs, 1.0)
     page = classview.render(result)
     assert "<img" not in page and "<script" not in page and "<!--" not in page
@@ -152,7 +155,7 @@ def test_learner_text_cannot_forge_a_report_line() -> None:
     for line in lines:
         if "100" in line or "[passed]" in line or "All checks" in line:
             assert line.startswith(("    | ", "      | ")), line
-    failed = report.feedback(SubmissionReport.failed("a.ipynb", f"a.ipynb: corrupt {FORGED}"))
+    failed = report.feedback(SubmissionReport.not_graded("a.ipynb", f"a.ipynb: corrupt {FORGED}"))
     assert not [line for line in failed.splitlines() if line.startswith("Score:")]
 
 

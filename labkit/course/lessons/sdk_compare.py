@@ -435,7 +435,7 @@ class Stage:
     def mark(self) -> None:
         self.baseline = self.notes.ids()
 
-    def outcome(self, answer: str) -> CaseOutcome:
+    def judge(self, answer: str) -> CaseOutcome:
         return CaseOutcome(answer, sorted(set(self.baseline) - set(self.notes.ids())))
 
 
@@ -604,7 +604,7 @@ def _two_instances(kind: Kind, *, shared_keys: bool) -> CaseOutcome:
         pending = _first_round(Host(one))
     with Connection(second) as two:
         answer = _step(Host(two), pending, messages.accept(ACCEPT_14))
-    return stage.outcome(answer)
+    return stage.judge(answer)
 
 
 @dataclass(frozen=True)
@@ -624,7 +624,7 @@ def _hosted(play: Play, **options: Any) -> Callable[[Kind], CaseOutcome]:
         stage.mark()
         with Connection(lab) as connection:
             answer = play(Host(connection, **options), connection, stage)
-        return stage.outcome(answer)
+        return stage.judge(answer)
 
     return run
 
@@ -636,7 +636,7 @@ def _client(mode: str, actions: list[str] | None) -> Callable[[Kind], CaseOutcom
         lab = make_lab(kind)
         stage = Stage(lab.notes)
         stage.mark()
-        return stage.outcome(_run_sdk_client(lab, mode, actions))
+        return stage.judge(_run_sdk_client(lab, mode, actions))
 
     return run
 
