@@ -695,9 +695,12 @@ def method_clashes(modules: dict[str, Path]) -> list[str]:
     )
 
 
-# Public method names that say two things today (`method_clashes`). The set only shrinks: a
-# new clash fails `test_no_public_method_name_says_two_things`, and a name renamed away must
-# leave the set (`test_every_known_method_clash_is_still_one`).
+# Public method names that `method_clashes` still finds. Each is a plain verb used in its
+# ordinary sense by unrelated classes (a store's `get` and a key ring's `get`, a kernel's `run`
+# and a tool handler's `run`) or one request's two sides (`list_tools`); names that meant two
+# ideas have been renamed. The set only shrinks: a new clash fails
+# `test_no_public_method_name_says_two_things`, and a name renamed away must leave the set
+# (`test_every_known_method_clash_is_still_one`).
 KNOWN_METHOD_CLASHES = frozenset(
     {
         "add",
