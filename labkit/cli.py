@@ -445,7 +445,9 @@ def _run_grade(args: argparse.Namespace) -> int:
     except (version.VersionMismatch, ContainmentUnavailable) as error:
         print(f"labkit grade: {error}", file=sys.stderr)
         return 2
-    problem = _reports_folder_problem(args.out)
+    problem = _reports_folder_problem(args.out) or _outputs_problem(
+        args, ("junit", "summary_md", "gradescope_results", "classroom_output")
+    )
     if problem:
         print(f"labkit grade: {problem}", file=sys.stderr)
         return 2
@@ -546,7 +548,7 @@ def _run_grade_merge(argv: Sequence[str]) -> int:
     except (shards.MergeError, version.VersionMismatch) as error:
         print(f"labkit grade merge: {error}", file=sys.stderr)
         return 2
-    problem = _reports_folder_problem(args.out)
+    problem = _reports_folder_problem(args.out) or _outputs_problem(args, ("junit",))
     if problem:
         print(f"labkit grade merge: {problem}", file=sys.stderr)
         return 2
@@ -608,13 +610,36 @@ def _run_course_table(args: argparse.Namespace) -> int:
 def _reports_folder_problem(out: Path) -> str:
     """Why the reports could not be written to `out`, or "": checked before any grading (and
     without making anything), so a run never ends without its reports."""
-    if out.exists() and not out.is_dir():
-        return f"--out {out}: exists and is not a folder"
-    where = next(p for p in (out.absolute(), *out.absolute().parents) if p.exists())
+    return _output_problem("--out", out, folder=True)
+
+
+def _output_problem(option: str, path: Path, *, folder: bool) -> str:
+    """Why `option`'s `path` (a folder to make or fill, or a file to write or append to) could
+    not be written, or "": looked at before any work, making nothing."""
+    if path.exists():
+        if folder != path.is_dir():
+            return f"{option} {path}: exists and is {'not ' if folder else ''}a folder"
+        if not os.access(path, os.W_OK | (os.X_OK if folder else 0)):
+            return f"{option} {path}: is not writable"
+        return ""
+    where = next(p for p in path.absolute().parents if p.exists())
     if not where.is_dir():
-        return f"--out {out}: {where} is not a folder"
+        return f"{option} {path}: {where} is not a folder"
     if not os.access(where, os.W_OK | os.X_OK):
-        return f"--out {out}: {where} is not writable"
+        return f"{option} {path}: {where} is not writable"
+    return ""
+
+
+def _outputs_problem(args: argparse.Namespace, files: Sequence[str]) -> str:
+    """The first of the output files named by `files` (attributes of `args`: None when not
+    asked for) that could not be written, or ""."""
+    for name in files:
+        path = getattr(args, name)
+        if path is not None:
+            option = "--" + name.replace("_", "-")
+            problem = _output_problem(option, path, folder=False)
+            if problem:
+                return problem
     return ""
 
 
@@ -637,12 +662,9 @@ def _run_course_mutants(args: argparse.Namespace) -> int:
     if not args.solutions.is_dir():
         print(f"labkit course mutants: {args.solutions}: no such folder", file=sys.stderr)
         return 2
-    if args.markdown is not None and (
-        args.markdown.is_dir() or not os.access(args.markdown.parent, os.W_OK | os.X_OK)
-    ):
-        print(
-            f"labkit course mutants: --markdown {args.markdown}: cannot be written", file=sys.stderr
-        )
+    problem = _outputs_problem(args, ("markdown",))
+    if problem:
+        print(f"labkit course mutants: {problem}", file=sys.stderr)
         return 2
     chosen = [GRADED[e] for e in args.exercises or GRADED]
     course = Course.load(args.solutions)
@@ -669,6 +691,7 @@ def _run_course_mutants(args: argparse.Namespace) -> int:
     text = mutants.table(strengths)
     print(text, end="")
     if args.markdown is not None:
+        args.markdown.parent.mkdir(parents=True, exist_ok=True)
         args.markdown.write_text(text, encoding="utf-8")
     return 0 if all(s.holds for s in strengths) else 1
 

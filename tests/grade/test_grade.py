@@ -344,6 +344,30 @@ def test_an_out_that_is_a_file_is_refused_before_grading(
     assert taken.read_text() == "not a folder"
 
 
+@pytest.mark.parametrize(
+    "option", ["--junit", "--summary-md", "--gradescope-results", "--classroom-output"]
+)
+def test_an_output_file_that_cannot_be_written_is_refused_before_grading(
+    option: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(tmp_path / "subs", "replay.ipynb", solved("replay"))
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    under_a_file = tmp_path / "notes.txt"
+    under_a_file.write_text("a file, not a folder")
+    base = ["grade", str(tmp_path / "subs"), "--solutions", str(FIXTURES)]
+    base += ["--out", str(tmp_path / "grades")]
+    for path, said in [
+        (taken, f"{option} {taken}: exists and is a folder"),
+        (under_a_file / "x", f"{option} {under_a_file / 'x'}: {under_a_file} is not a folder"),
+    ]:
+        assert cli.main([*base, option, str(path)]) == 2
+        out = capsys.readouterr()
+        assert said in out.err
+        assert "containment" not in out.out  # refused before anything was graded
+        assert not (tmp_path / "grades").exists()
+
+
 def test_an_out_in_a_folder_the_grader_cannot_write_is_refused(tmp_path: Path) -> None:
     """As an unprivileged user: the reports' folder would be made where it may not write."""
     notebook = write(tmp_path / "subs", "replay.ipynb", solved("replay"))

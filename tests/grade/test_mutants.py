@@ -133,10 +133,10 @@ def test_the_command_prints_the_table_and_writes_it(tmp_path: Path) -> None:
         (("ex9",), "no such exercise: ex9"),
         (("--solutions", "nowhere"), "nowhere: no such folder"),
         (("--jobs", "0"), "--jobs must be positive"),
-        (("--solutions", str(COURSE), "--markdown", "/"), "--markdown /: cannot be written"),
+        (("--solutions", str(COURSE), "--markdown", "/"), "--markdown /: exists and is a folder"),
         (
-            ("--solutions", str(COURSE), "--markdown", "nowhere/m.md"),
-            "--markdown nowhere/m.md: cannot be written",
+            ("--solutions", str(COURSE), "--markdown", "/proc/version/m.md"),
+            "--markdown /proc/version/m.md: /proc/version is not a folder",
         ),
     ],
 )
