@@ -149,7 +149,8 @@ class Plan:
     consent: ConsentService | None = None
     consent_authenticator: Authenticator | None = None
     public_url: str | None = None
-    # 2025-11-25 sessions ([legacy]); None: labkit.legacy's defaults.
+    # The bounds of sessions of the eras beside 2026-07-28 ([legacy]); None: labkit.legacy's
+    # defaults.
     legacy_limits: LegacyLimits | None = None
     # The background sweep of pending claims, for stores that take two steps to delete.
     sweeper: PendingSweeper | None = None
@@ -371,6 +372,7 @@ def _confine(plan: Plan) -> None:
 
 
 def _serve_stdio(plan: Plan, principal: str) -> int:
+    from labkit.transports.eras import ERAS
     from labkit.transports.stdio import StdioTransport
 
     # stdio has no HTTP listener of its own: URL-mode consent gets a loopback one. The socket
@@ -387,7 +389,8 @@ def _serve_stdio(plan: Plan, principal: str) -> int:
     except _Refused as exc:
         print(f"labkit serve: {exc}", file=sys.stderr)
         return EXIT_ENVIRONMENT
-    transport = StdioTransport(plan.server, principal, legacy=True, limits=plan.legacy_limits)
+    # Every era of the table is served beside 2026-07-28, bounded by [legacy].
+    transport = StdioTransport(plan.server, principal, eras=ERAS, limits=plan.legacy_limits)
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     log.info("serving MCP over stdio as principal %r", principal)
     real_stdout = sys.stdout
@@ -459,10 +462,11 @@ def _bind(host: str, port: int, limits: ConnectionLimits) -> socket.socket:
 def _serve_http(plan: Plan) -> int:
     import uvicorn
 
+    from labkit.legacy import LegacyLimits
     from labkit.transports.connections import server_config
     from labkit.transports.consent_page import ConsentPage
+    from labkit.transports.eras import ERAS
     from labkit.transports.http import create_app
-    from labkit.transports.legacy_http import LegacyHttp
 
     assert plan.authenticator is not None
     try:
@@ -493,12 +497,15 @@ def _serve_http(plan: Plan) -> int:
         timeout_seconds=plan.timeout_seconds,
         blocking_methods=plan.blocking_methods,
         consent_page=consent_page,
-        # 2025-11-25 clients on the same endpoint (sessions live in this process).
-        legacy=LegacyHttp(
-            plan.server,
-            blocking="tools/call" in plan.blocking_methods,
-            limits=plan.legacy_limits,
-        ),
+        # Every era of the table on the same endpoint (sessions live in this process).
+        eras=[
+            era.http(
+                plan.server,
+                plan.legacy_limits or LegacyLimits(),
+                "tools/call" in plan.blocking_methods,
+            )
+            for era in ERAS
+        ],
     )
     with sock:
         try:

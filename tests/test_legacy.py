@@ -1,5 +1,5 @@
 """The 2025-11-25 legacy adapter: the sans-IO session and call state machine (`labkit.legacy`),
-stdio with `legacy=True` over byte streams, and HTTP sessions on the real endpoint.
+stdio serving `ERAS` over byte streams, and HTTP sessions on the real endpoint.
 
 What must hold: the modern handler runs unchanged and sees only 2026-07-28 requests (its own
 `_meta`, new ids, the byte-exact `requestState`, never a session); an `input_required` becomes
@@ -38,6 +38,7 @@ from labkit.legacy import (
     to_legacy_result,
 )
 from labkit.server import Request, RequestContext, Server
+from labkit.transports.eras import ERAS
 from labkit.transports.http import create_app
 from labkit.transports.legacy_http import LegacyHttp
 from labkit.transports.stdio import StdioTransport
@@ -375,7 +376,7 @@ def line(message: Any) -> bytes:
 
 def run_stdio(server: Server, messages: list[Any]) -> list[dict[str, Any]]:
     out = io.BytesIO()
-    transport = StdioTransport(server, "alice", legacy=True, sleep=lambda s: None)
+    transport = StdioTransport(server, "alice", eras=ERAS, sleep=lambda s: None)
     transport.serve(io.BytesIO(b"".join(line(m) for m in messages)), out)
     return [json.loads(chunk) for chunk in out.getvalue().splitlines()]
 
@@ -440,7 +441,7 @@ def endpoint() -> Iterator[Endpoint]:
         max_sessions=2,
         idle_seconds=60,
     )
-    app = create_app(lab.server, demo_authenticator(), legacy=sessions)
+    app = create_app(lab.server, demo_authenticator(), eras=[sessions])
     with serving(app) as url, httpx.Client(timeout=30) as http:
         yield Endpoint(url, http, clock, lab)
 
@@ -629,7 +630,7 @@ def test_http_a_client_that_goes_away_ends_its_waiting_call(
     # (no slot held until the answer timeout), nothing is deleted, and the session lives on.
     lab = build_lab()
     sessions = LegacyHttp(lab.server, answer_seconds=600)
-    app = create_app(lab.server, demo_authenticator(), legacy=sessions)
+    app = create_app(lab.server, demo_authenticator(), eras=[sessions])
     with serving(app) as url, httpx.Client(timeout=30) as http:
         e = Endpoint(url, http, FakeClock(), lab)
         session_id = post(e, initialize_message()).headers["mcp-session-id"]
@@ -718,7 +719,7 @@ def test_http_one_principal_cannot_fill_the_session_table() -> None:
     sessions = LegacyHttp(
         lab.server, clock=clock, id_source=lambda: f"s{next(ids)}", max_sessions=4, per_principal=2
     )
-    app = create_app(lab.server, demo_authenticator(), legacy=sessions)
+    app = create_app(lab.server, demo_authenticator(), eras=[sessions])
     with serving(app) as url, httpx.Client(timeout=30) as http:
         e = Endpoint(url, http, clock, lab)
         for _ in range(5):

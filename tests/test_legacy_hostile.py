@@ -476,6 +476,7 @@ def test_stdio_calls_past_the_bound_get_a_clear_error_and_the_others_complete() 
 
     from helpers import TPS, build_lab
 
+    from labkit.transports.eras import ERAS
     from labkit.transports.stdio import StdioTransport
 
     lab = build_lab()
@@ -489,7 +490,7 @@ def test_stdio_calls_past_the_bound_get_a_clear_error_and_the_others_complete() 
     stdin = io.BytesIO(b"".join(json.dumps(m).encode() + b"\n" for m in lines + answers))
     stdout = io.BytesIO()
     transport = StdioTransport(
-        lab.server, "alice", legacy=True, limits=LegacyLimits(calls_per_session=2)
+        lab.server, "alice", eras=ERAS, limits=LegacyLimits(calls_per_session=2)
     )
     transport.serve(stdin, stdout)
     out = [json.loads(line) for line in stdout.getvalue().splitlines()]

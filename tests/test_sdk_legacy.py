@@ -141,7 +141,7 @@ def http_server(lab: ExportLab, *extra: Any) -> Any:
     server = Server([*lab.server.tools.values(), *extra])
     page = ConsentPage(lab.consent, demo_authenticator())
     legacy = LegacyHttp(server, blocking=False)
-    return create_app(server, demo_authenticator(), consent_page=page, legacy=legacy), legacy
+    return create_app(server, demo_authenticator(), consent_page=page, eras=[legacy]), legacy
 
 
 @pytest.fixture(params=["stdio", "http"])

@@ -22,10 +22,12 @@ goes through three steps, each a plain call with one return type: admit (the pri
 and is the only other await); a refusal on the way raises the reply it is.
 Starlette serves everything else (the consent page, 404s), behind `guard.Guarded`.
 
-With `legacy` (a `LegacyHttp`), 2025-11-25 clients are served on the same endpoint: a request
-whose `MCP-Protocol-Version` is not 2026-07-28 and that is an `initialize` or carries an
-`Mcp-Session-Id` goes to `labkit.transports.legacy_http`, and DELETE with a session id ends
-that session; everything else takes the stateless path above, unchanged.
+With `eras` (the `HttpEra` adapters of the eras in `labkit.transports.eras`), other eras'
+clients are served on the same endpoint: each adapter in turn may claim a request (`route`; the
+2025-11-25 one claims a request whose `MCP-Protocol-Version` is not 2026-07-28 and that is an
+`initialize` or carries an `Mcp-Session-Id`), and DELETE with a session id ends the session of
+the era that has it (404 when none has); everything else takes the stateless path above,
+unchanged.
 
 Must not import the course toolkit or the grader.
 """
@@ -37,7 +39,7 @@ import copy
 import functools
 import logging
 import math
-from collections.abc import Awaitable, Callable, Collection, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from typing import Any, Final, NamedTuple, Protocol
 
 import anyio
@@ -52,6 +54,7 @@ from labkit.errors import SERVER_BUSY, ProtocolError, http_status
 from labkit.server import RequestContext, Server
 from labkit.transports.consent_page import ConsentPage
 from labkit.transports.envelope import ROUTING_HEADERS, header_mismatch
+from labkit.transports.era import SESSION_HEADER, HttpEra, Streamed
 from labkit.transports.guard import (
     REFUSALS,
     SINGLETON_HEADERS,
@@ -62,7 +65,6 @@ from labkit.transports.guard import (
     port_of,
     send_text,
 )
-from labkit.transports.legacy_http import SESSION_HEADER, LegacyHttp, Streamed
 from labkit.transports.limits import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_TIMEOUT_SECONDS,
@@ -145,7 +147,7 @@ class _Text(NamedTuple):
 
 
 class _Streamed(NamedTuple):
-    """A response that writes itself (a legacy session's, or a call's live notifications and
+    """A response that writes itself (an era's session's, or a call's live notifications and
     then its response), ended when its client goes away."""
 
     respond: Streamed
@@ -219,7 +221,7 @@ class McpEndpoint:
     """The ASGI application behind `/mcp`. Each request goes through three steps: `_admit`
     (headers, Host and Origin, method, authentication), `_read` (the body, read within the size
     limit and its deadline by `__call__` once the media types are checked, decoded) and
-    `_dispatch` (legacy routing, routing headers, a worker thread or the loop, a stream or
+    `_dispatch` (era routing, routing headers, a worker thread or the loop, a stream or
     JSON); a refusal on the way is the request's reply."""
 
     def __init__(
@@ -232,7 +234,7 @@ class McpEndpoint:
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         blocking_methods: Collection[str] = DEFAULT_BLOCKING_METHODS,
-        legacy: LegacyHttp | None = None,
+        eras: Sequence[HttpEra] = (),
     ) -> None:
         if max_body_bytes < 1 or not (timeout_seconds > 0 and math.isfinite(timeout_seconds)):
             raise ValueError("max_body_bytes and timeout_seconds must be positive")
@@ -243,7 +245,7 @@ class McpEndpoint:
         self.max_body_bytes = max_body_bytes
         self.timeout_seconds = timeout_seconds
         self.blocking_methods = frozenset(blocking_methods)
-        self.legacy = legacy
+        self.eras = tuple(eras)
         # Contexts kept per principal for inline requests, without and with a notification
         # sink (`_context`), and the sink: what the inline call running has notified.
         self._contexts: tuple[dict[str, RequestContext], dict[str, RequestContext]] = ({}, {})
@@ -279,9 +281,8 @@ class McpEndpoint:
             if twice is not None:
                 raise _reject(400, duplicate_header(twice))
             principal = self._admit(scope, fields)
-            if scope["method"] == "DELETE":  # admitted only to end a legacy session
-                assert self.legacy is not None
-                reply: Reply = _Streamed(self.legacy.end(fields[SESSION_HEADER], principal))
+            if scope["method"] == "DELETE":  # admitted only to end an era's session
+                reply: Reply = self._end_session(fields, principal)
             else:
                 # The body is the one read awaited before the reply; the steps around it do no
                 # I/O and are plain calls.
@@ -306,12 +307,12 @@ class McpEndpoint:
 
     def _admit(self, scope: Scope, fields: dict[str, str]) -> str:
         """The principal of a request from a Host and Origin of this server's, with a method
-        this endpoint takes (POST, or DELETE ending a legacy session) and a valid token."""
+        this endpoint takes (POST, or DELETE ending an era's session) and a valid token."""
         refused = self.trusted.refusal(port_of(scope), fields.get("host"), fields.get("origin"))
         if refused is not None:
             raise _reject(*refused)
         if scope["method"] != "POST" and not (
-            scope["method"] == "DELETE" and self.legacy is not None and SESSION_HEADER in fields
+            scope["method"] == "DELETE" and self.eras and SESSION_HEADER in fields
         ):
             raise _reject(405, "Method Not Allowed: this endpoint takes POST only", [_ALLOW])
         principal = self.authenticator.authenticate(fields.get("authorization"))
@@ -329,12 +330,12 @@ class McpEndpoint:
         fields: dict[str, str],
         repeated: str | None,
     ) -> Reply:
-        """The reply to a message: a legacy session's, a routing-header refusal, or the core's
+        """The reply to a message: an era's, a routing-header refusal, or the core's
         response, from a worker thread for a blocking method (a reply that waits for it when
         written), else answered on the loop. `deadline` is the loop time by which a call in a
         worker thread must have answered; the message arrives as `_read` decoded it."""
-        if self.legacy is not None:
-            routed = self.legacy.route(fields, message, principal)
+        for era in self.eras:
+            routed = era.route(fields, message, principal)
             if routed is not None:
                 return _Streamed(routed)
         mismatch = header_mismatch(message, fields, repeated)
@@ -351,6 +352,14 @@ class McpEndpoint:
                 return _Deferred(functools.partial(self._live, post, raw_id))
             return _Deferred(functools.partial(self._threaded, post, raw_id))
         return self._inline(message, principal, streams)
+
+    def _end_session(self, fields: dict[str, str], principal: str) -> Reply:
+        """DELETE: the era whose session the request names ends it; 404 when none has it."""
+        for era in self.eras:
+            ended = era.end_session(fields, principal)
+            if ended is not None:
+                return _Streamed(ended)
+        return _Whole(404, [], b"")
 
     def _inline(self, message: Any, principal: str, streams: bool) -> _Whole:
         """A message answered on the loop (a notification dispatches nothing): what the handler
@@ -544,7 +553,7 @@ def create_app(
     blocking_methods: Collection[str] = DEFAULT_BLOCKING_METHODS,
     path: str = DEFAULT_PATH,
     consent_page: ConsentPage | None = None,
-    legacy: LegacyHttp | None = None,
+    eras: Sequence[HttpEra] = (),
 ) -> McpEndpoint:
     """An ASGI app serving MCP at `path` (POST only): the endpoint itself, which hands
     anything else (the consent page, a 404, a redirect for a trailing slash, a mounted root
@@ -555,7 +564,8 @@ def create_app(
     port) and `allowed_origins` (exact `scheme://host:port`) add more for deployments behind
     a name. `blocking_methods` run in a worker thread bounded by `timeout_seconds`; pass an
     empty set when every store is in memory. `consent_page` serves URL-mode consent on the
-    same server and port. `legacy` serves 2025-11-25 sessions on the same endpoint.
+    same server and port. `eras` serve other eras' clients (2025-11-25 sessions) on the same
+    endpoint, each through its HTTP adapter.
     """
     endpoint = McpEndpoint(
         server,
@@ -565,7 +575,7 @@ def create_app(
         max_body_bytes=max_body_bytes,
         timeout_seconds=timeout_seconds,
         blocking_methods=blocking_methods,
-        legacy=legacy,
+        eras=eras,
     )
     routes: list[BaseRoute] = [*consent_page.routes()] if consent_page is not None else []
     # The router's own copy of the endpoint serves whatever reaches it, with no dispatch;

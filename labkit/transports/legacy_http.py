@@ -9,7 +9,8 @@ every principal finds room), the bounds on calls in progress (per session and pe
 past either, -32001 with HTTP 503), and the SSE response stream of a `tools/call` that needs
 input: live `elicitation/create` and `roots/list` requests, then the result, while the client
 POSTs its answers (202) on the same session; DELETE ends every call of the session at once.
-The session logic itself is `labkit.legacy`, which is sans-IO.
+The session logic itself is `labkit.legacy`, which is sans-IO. `LegacyHttp` is the 2025-11-25
+era's HTTP adapter (`labkit.transports.era.HttpEra`), declared in `labkit.transports.eras`.
 
 Sessions live in this process: a deployment with several instances must route a session's
 requests to the instance that minted it (sticky sessions). Must not import the course toolkit
@@ -23,7 +24,7 @@ import functools
 import logging
 import secrets
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -39,6 +40,7 @@ from labkit.errors import INVALID_REQUEST, SERVER_BUSY, ProtocolError
 from labkit.legacy import LegacyCall, LegacyLimits, LegacySession, Step, is_response
 from labkit.refusals import RefusalLog
 from labkit.server import RequestContext, Server
+from labkit.transports.era import SESSION_HEADER, Streamed
 from labkit.transports.sse import SSE_HEADERS, event, wants_event_stream
 from labkit.wire import PROTOCOL_VERSION, RequestId, encode, error_response, is_request_id
 
@@ -46,7 +48,6 @@ log = logging.getLogger("labkit.transports.legacy_http")
 # Refusals at the [legacy] bounds: counted, a line per bound per minute at most.
 REFUSALS: Final = RefusalLog(log)
 
-SESSION_HEADER: Final = "mcp-session-id"
 _DEFAULTS: Final = LegacyLimits()
 DEFAULT_MAX_SESSIONS: Final = _DEFAULTS.max_sessions
 # No principal may fill the table for everyone else (docs/security.md, "bound each principal's
@@ -56,9 +57,6 @@ DEFAULT_IDLE_SECONDS: Final = _DEFAULTS.idle_seconds
 # How long a call's stream waits for the client to answer one of its requests (a user may be
 # reading a form).
 DEFAULT_ANSWER_SECONDS: Final = _DEFAULTS.answer_seconds
-
-Streamed = Callable[[Send], Awaitable[None]]
-"""A response that writes itself (headers, then one body or a stream of events)."""
 
 
 def _new_session_id() -> str:
@@ -104,7 +102,8 @@ def _refuse(status: int, request_id: Any, message: str, code: int = INVALID_REQU
 
 
 class LegacyHttp:
-    """The legacy half of the endpoint. `route` returns None for anything modern."""
+    """The 2025-11-25 era on one endpoint (`labkit.transports.era.HttpEra`): `route` returns
+    None for anything it does not claim."""
 
     def __init__(
         self,
@@ -163,10 +162,12 @@ class LegacyHttp:
             return self._initialize(message, principal)
         return None
 
-    def end(self, session_id: str, principal: str) -> Streamed:
-        """DELETE: the session is over; its id is 404 from now on."""
-        if self._held(session_id, principal) is None:
-            return _respond(404)
+    def end_session(self, fields: Mapping[str, str], principal: str) -> Streamed | None:
+        """DELETE: the session is over; its id is 404 from now on. None for an id that is no
+        session of this principal's here."""
+        session_id = fields.get(SESSION_HEADER)
+        if session_id is None or self._held(session_id, principal) is None:
+            return None
         self._drop(session_id)
         log.info("legacy session of %r ended", principal)
         return _respond(204)

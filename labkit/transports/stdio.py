@@ -5,33 +5,33 @@ silence for notifications, and stopping cleanly on EOF or on request (a signal).
 calls `Server.respond`, writes one line: requests are answered in order, one at a time. Logs go
 to the logging system (stderr); the output stream carries protocol messages only.
 
-With `legacy=True`, an `initialize` makes the connection a 2025-11-25 session (the connection
-is the session): later requests without 2026-07-28 `_meta` go through `labkit.legacy`, and a
-`tools/call` that needs input writes live server-to-client requests and reads the client's
-answers before its result. A request carrying 2026-07-28 `_meta` is always served statelessly.
-Calls are never nested: one loop reads every line and hands a client's answer to the call that
-asked, so several calls may wait on the client at once (at most `max_calls`; past that a new
-call is refused with -32001) and each completes. While a call polls for a URL consent, the
-loop pauses between polls and reads nothing else, as before.
+With `eras` (declarations from `labkit.transports.eras.ERAS`), the connection serves those
+eras too: each gets its stdio adapter (`labkit.transports.era.StdioEra`) for this connection,
+and a decoded message that an era claims goes to it instead of the core (in the order given;
+once an era holds the connection as its session, that era alone is asked). The adapter writes
+as it goes, so a 2025-11-25 `tools/call` that needs input writes live server-to-client requests
+and the one loop here hands the client's answers back to it; while an era polls (a URL
+consent), the loop pauses between polls and reads nothing else. What no era claims is served
+statelessly by the core, as always.
 
 Must not import the endpoint, the course toolkit or the grader.
 """
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import io
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO, Final
 
-from labkit import legacy as legacy_adapter
-from labkit.errors import INVALID_REQUEST, SERVER_BUSY, ProtocolError
-from labkit.legacy import LegacyCall, LegacyLimits, LegacySession, Step, is_response
+from labkit.errors import INVALID_REQUEST, ProtocolError
+from labkit.legacy import LegacyLimits
 from labkit.server import RequestContext, Server
+from labkit.transports.era import Era, StdioEra, Write
 from labkit.transports.limits import DEFAULT_MAX_LINE_BYTES
-from labkit.wire import META_VERSION, decode, encode, error_response, parse_error_response
+from labkit.wire import decode, encode, error_response, parse_error_response
 
 log = logging.getLogger("labkit.transports.stdio")
 
@@ -56,22 +56,22 @@ class StdioTransport:
         principal: str,
         *,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-        legacy: bool = False,
+        eras: Sequence[Era] = (),
         sleep: Callable[[float], None] = time.sleep,
         limits: LegacyLimits | None = None,
     ) -> None:
         if max_line_bytes < 1:
             raise ValueError("max_line_bytes must be positive")
         self.limits = limits if limits is not None else LegacyLimits()
-        # Legacy calls in progress on this connection (the connection is the session), and
-        # those of them that poll for a URL consent.
-        self._calls: list[LegacyCall] = []
-        self._polling: list[LegacyCall] = []
         self.server = server
         self.context = RequestContext(principal=principal, transport="stdio")
         self.max_line_bytes = max_line_bytes
-        self.legacy = legacy
-        self.session: LegacySession | None = None
+        # This connection's adapter of each era served beside the core's, and the one that
+        # holds the connection as its session (then it alone is asked; None: not yet).
+        self.eras: tuple[StdioEra, ...] = tuple(
+            era.stdio(server, self.context, self.limits) for era in eras
+        )
+        self.held: StdioEra | None = None
         self._sleep = sleep
         self._reading = False
         self._stop = False
@@ -94,8 +94,8 @@ class StdioTransport:
             return
         try:
             while not self._stop:
-                if self._polling:
-                    if not self._poll(stdout):
+                if self.held is not None and self.held.wait is not None:
+                    if not self._poll(self.held, stdout):
                         log.info("stdout closed; stopping")
                         return
                     continue
@@ -111,77 +111,52 @@ class StdioTransport:
 
     def _process(self, line: bytes, stdout: BinaryIO) -> bool:
         """Answer one line; False when the output is gone."""
-        owner, answer = self._owner(line)
-        if owner is not None:
-            return self._carry(owner, owner.receive(answer), stdout)
-        call = self._legacy_call(line)
-        if call is not None:
-            if len(self._calls) >= self.limits.calls_per_session:
-                busy = ProtocolError(
-                    SERVER_BUSY,
-                    f"Too many calls in progress on this connection (at most "
-                    f"{self.limits.calls_per_session}): answer the pending requests first",
-                )
-                return _write(stdout, encode(error_response(call.request_id, busy)) + b"\n")
-            self._calls.append(call)
-            return self._carry(call, call.start(), stdout)
-        response = self.answer(line)
-        return response is None or _write(stdout, response)
-
-    def _owner(self, line: bytes) -> tuple[LegacyCall | None, Any]:
-        """The call in progress that a client's answer belongs to, with the answer."""
-        if not self._calls or len(line) > self.max_line_bytes:
-            return None, None
-        answer: Any = None
-        with contextlib.suppress(ProtocolError):
-            answer = decode(line)
-        if not is_response(answer):
-            return None, None
-        for call in self._calls:
-            if call.owns(answer["id"]):
-                return call, answer
-        return None, None
-
-    def _carry(self, call: LegacyCall, step: Step, stdout: BinaryIO) -> bool:
-        """Write what `step` sends; then the call is over, polls, or waits for answers."""
-        for message in step.send:
-            if not _write(stdout, encode(message) + b"\n"):
-                return False
-        if step.result is not None:
-            self._calls.remove(call)
-            return _write(stdout, encode(step.result) + b"\n")
-        if step.wait is not None and call not in self._polling:
-            self._polling.append(call)
-        return True
-
-    def _poll(self, stdout: BinaryIO) -> bool:
-        """Pause once, then ask the handler again for every call polling for a consent."""
-        self._sleep(legacy_adapter.POLL_SECONDS)
-        polling, self._polling = self._polling, []
-        return all(self._carry(call, call.poll(), stdout) for call in polling)
-
-    def _legacy_call(self, line: bytes) -> LegacyCall | None:
-        """A legacy `tools/call` needs the streams (it talks to the client before its result)."""
-        if self.session is None or len(line) > self.max_line_bytes:
-            return None
-        try:
-            message = decode(line)
-        except ProtocolError:
-            return None
-        if (
-            _legacy_era(message, self.session)
-            and message.get("method") == "tools/call"
-            and "id" in message
-        ):
-            return self.session.call(message)
-        return None
+        return self._line(line, lambda data: _write(stdout, data))
 
     def answer(self, line: bytes) -> bytes | None:
-        """The output line (with its newline) for one input line, or None for no output."""
+        """The output (lines, each with its newline) for one input line, or None for none."""
+        out: list[bytes] = []
+        self._line(line, functools.partial(_collect, out))
+        return b"".join(out) if out else None
+
+    def _line(self, line: bytes, write: Callable[[bytes], bool]) -> bool:
+        """Answer one line through `write` (an era's adapter writes as it goes); False when
+        the output is gone."""
         message = self._decoded(line)
         if type(message) is bytes:
-            return message
-        return self._answer_message(message)
+            return write(message)
+        if message is _BLANK:
+            return True
+        era = self._claimant(message)
+        if era is not None:
+            return self._take(era, message, lambda sent: write(encode(sent) + b"\n"))
+        # The core tells a notification (None: no output) from an invalid id-less object.
+        encoded = self.server.respond(message, self.context)
+        return encoded is None or write(encoded + b"\n")
+
+    def _claimant(self, message: Any) -> StdioEra | None:
+        """The era a message belongs to: the one holding the connection, if it claims it;
+        else the first that claims it; None for the core's."""
+        if self.held is not None:
+            return self.held if self.held.claims(message) else None
+        for era in self.eras:
+            if era.claims(message):
+                return era
+        return None
+
+    def _take(self, era: StdioEra, message: Any, write: Write) -> bool:
+        """Hand a claimed message to its era; once the era holds the connection, it keeps it."""
+        written = era.take(message, write)
+        if self.held is None and era.holds:
+            self.held = era
+        return written
+
+    def _poll(self, era: StdioEra, stdout: BinaryIO) -> bool:
+        """Pause as the era asks, then let it ask again for what it waits on."""
+        wait = era.wait
+        if wait is not None:
+            self._sleep(wait)
+        return era.poll_again(lambda sent: _write(stdout, encode(sent) + b"\n"))
 
     def _decoded(self, line: bytes) -> Any:
         """The message of a line, or the output line that refuses it (bytes: too long, not
@@ -198,16 +173,6 @@ class StdioTransport:
             # A blank line is no JSON text either: it separates nothing and is not a message.
             return _BLANK if not line.strip() else encode(parse_error_response()) + b"\n"
 
-    def _answer_message(self, message: Any) -> bytes | None:
-        if message is _BLANK:
-            return None
-        if self.legacy and _legacy_era(message, self.session):
-            response = self._answer_legacy(message)
-            return None if response is None else encode(response) + b"\n"
-        # The core tells a notification (None: no output) from an invalid id-less object.
-        encoded = self.server.respond(message, self.context)
-        return None if encoded is None else encoded + b"\n"
-
     # -- batches: a pipe or a file ---------------------------------------------------------------
 
     def _serve_batched(self, stdin: io.BufferedReader, stdout: BinaryIO) -> None:
@@ -223,8 +188,8 @@ class StdioTransport:
         respond, context = self.server.respond, self.context
         try:
             while not self._stop:
-                if self._polling:
-                    if not _flush(stdout, pending) or not self._poll(stdout):
+                if self.held is not None and self.held.wait is not None:
+                    if not _flush(stdout, pending) or not self._poll(self.held, stdout):
                         log.info("stdout closed; stopping")
                         return
                     continue
@@ -244,13 +209,13 @@ class StdioTransport:
                 else:
                     line = buffer[start:end]
                     start = end + 1
-                    if len(line) <= limit and not self._calls and self.session is None:
+                    if len(line) <= limit and self.held is None:
                         try:
                             message = decode(line)
                         except ProtocolError:
                             message = None  # answered below, as any line
                         # The usual listing: no session, nothing to flush first, nothing
-                        # that could make it legacy (only an `initialize` starts one).
+                        # an era could claim (only an `initialize` starts a session).
                         if type(message) is dict and message.get("method") in _BATCHED:
                             response = respond(message, context)
                             if response is not None:
@@ -298,8 +263,8 @@ class StdioTransport:
         """Answer one line into `pending`, or write what is pending first and answer it as
         `_process` does; False when the output is gone. `message` is the line's, when the
         caller has decoded it already (None: not yet, or not JSON)."""
-        if self._calls or self.session is not None:
-            # A legacy session on this connection: its calls write as they go.
+        if self.held is not None:
+            # An era's session on this connection: its calls write as they go.
             return _flush(stdout, pending) and self._process(line, stdout)
         if message is None:
             message = self._decoded(line)
@@ -317,30 +282,13 @@ class StdioTransport:
             return False
         if message is _BLANK:
             return True
-        if self.legacy and _legacy_era(message, self.session):
-            response = self._answer_legacy(message)
-            if response is not None:
-                pending.append(encode(response) + b"\n")
-            return True
+        era = self._claimant(message)
+        if era is not None:
+            return self._take(era, message, lambda sent: _pending(pending, sent))
         encoded = self.server.respond(message, self.context)
         if encoded is not None:
             pending += (encoded, b"\n")  # joined with the others in one copy
         return True
-
-    def _answer_legacy(self, message: dict[str, Any]) -> dict[str, Any] | None:
-        if is_response(message):
-            log.debug("an answer for no pending request was dropped")
-            return None
-        if self.session is None:  # `_legacy_era` let only an initialize through
-            self.session, response = legacy_adapter.initialize(
-                self.server, self.context, message, limits=self.limits
-            )
-            if self.session is not None:
-                log.info("legacy %s session started on stdio", self.session.version)
-            return response
-        if "id" in message and message.get("method") == "tools/call":
-            return None  # unreachable: `_process` drives calls; kept total for the type
-        return self.session.answer(message)
 
     def _read_line(self, stdin: BinaryIO) -> bytes | None:
         """One line without its newline; an oversize line comes back longer than the limit
@@ -364,16 +312,14 @@ class StdioTransport:
             self._reading = False
 
 
-def _legacy_era(message: Any, session: LegacySession | None) -> bool:
-    """Whether a message belongs to the legacy session: never a request with 2026-07-28
-    `_meta` (served statelessly, as always); otherwise an `initialize`, or anything once the
-    connection is a session."""
-    if not isinstance(message, dict) or not isinstance(message.get("params", {}), dict):
-        return False
-    meta = message.get("params", {}).get("_meta")
-    if isinstance(meta, dict) and META_VERSION in meta:
-        return False
-    return session is not None or message.get("method") == "initialize"
+def _pending(pending: list[bytes], message: dict[str, Any]) -> bool:
+    """Owe one message, written with the other answers of the batch."""
+    return _collect(pending, encode(message) + b"\n")
+
+
+def _collect(out: list[bytes], data: bytes) -> bool:
+    out.append(data)
+    return True
 
 
 def _flush(stdout: BinaryIO, pending: list[bytes]) -> bool:

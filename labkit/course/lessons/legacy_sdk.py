@@ -9,7 +9,7 @@ no SDK types) that a notebook can print.
 
 The server is either `labkit serve` started as a process (`command`), or, by default, the
 same thing without the process: the demo deployment's server behind `StdioTransport(...,
-legacy=True)` (the class `labkit serve` runs over stdio, acting for alice) on a pair of OS
+eras=ERAS)` (the class `labkit serve` runs over stdio, acting for alice) on a pair of OS
 pipes in a thread. The default needs no process and no TCP listener: `labkit serve` binds a
 loopback port for its consent page, which the grader's confined kernel may not do.
 
@@ -42,6 +42,7 @@ from mcp.shared.exceptions import MCPError
 
 from labkit.deployment import Deployment, demo_deployment
 from labkit.state import KeyRing
+from labkit.transports.eras import ERAS
 from labkit.transports.stdio import StdioTransport
 
 # The SDK imports jsonschema lazily, at the first tool result it validates: about 1.3 s here.
@@ -125,7 +126,7 @@ def run_legacy_session(
             return LegacyTranscript(**found, notes_left=None, server_stderr=errlog.read())
     if deployment is None:
         deployment = demo_deployment(keys=KeyRing([secrets.token_bytes(32)]))
-    with _Pipes(StdioTransport(deployment.server, PRINCIPAL, legacy=True)) as pipes:
+    with _Pipes(StdioTransport(deployment.server, PRINCIPAL, eras=ERAS)) as pipes:
         found = _in_worker(session.run, pipes.client_streams(), plan, timeout_seconds)
     notes_left = tuple(sorted(deployment.notes.ids()))
     return LegacyTranscript(**found, notes_left=notes_left, server_stderr="")

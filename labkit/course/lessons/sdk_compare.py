@@ -74,6 +74,7 @@ from labkit.server import Server
 from labkit.state import KeyRing
 from labkit.stores import Note
 from labkit.stores.memory import MemoryNoteStore, MemoryReplayStore
+from labkit.transports.eras import ERAS
 from labkit.transports.stdio import StdioTransport
 
 # The SDK client imports jsonschema on its first tool call (to check structured output), and
@@ -212,7 +213,7 @@ def labkit_lab(
     )
 
     def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
-        StdioTransport(server, PRINCIPAL, legacy=True).serve(stdin, stdout)
+        StdioTransport(server, PRINCIPAL, eras=ERAS).serve(stdin, stdout)
 
     return Lab("labkit", notes, serve)
 
