@@ -290,6 +290,13 @@ _SESSION_METHODS: Final[Mapping[str, Callable[[LegacySession, Any], dict[str, An
     "resources/unsubscribe": _unsubscribe,
 }
 
+# The era's message set: what a session answers itself (its lifecycle and the methods above);
+# every other request is the core's, translated (`labkit.transports.eras` declares it).
+SESSION_MESSAGES: Final = frozenset(
+    {"initialize", "notifications/initialized", "notifications/roots/list_changed"}
+    | set(_SESSION_METHODS)
+)
+
 
 def is_response(message: Any) -> bool:
     """A JSON-RPC response (the client answering a request we sent), not a request."""

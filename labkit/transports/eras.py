@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from labkit.legacy import LEGACY_VERSIONS, LegacyLimits
+from labkit.legacy import LEGACY_VERSIONS, SESSION_MESSAGES, LegacyLimits
 from labkit.server import Server
 from labkit.transports.era import Era, HttpEra
 from labkit.transports.legacy_stdio import LegacyStdio
@@ -29,19 +29,7 @@ def _legacy_http(server: Server, limits: LegacyLimits, blocking: bool) -> HttpEr
 
 LEGACY: Final = Era(
     versions=LEGACY_VERSIONS,
-    # What a 2025-11-25 session answers itself: its lifecycle, and the methods 2026-07-28
-    # retired (the core answers -32601 for them). Every other request is the core's, translated.
-    methods=frozenset(
-        {
-            "initialize",
-            "notifications/initialized",
-            "notifications/roots/list_changed",
-            "ping",
-            "logging/setLevel",
-            "resources/subscribe",
-            "resources/unsubscribe",
-        }
-    ),
+    methods=SESSION_MESSAGES,
     stdio=LegacyStdio,
     http=_legacy_http,
 )
