@@ -710,8 +710,6 @@ KNOWN_METHOD_CLASHES = frozenset(
         "failed",
         "fence",
         "find",
-        "finish",
-        "from_json",
         "get",
         "list_tools",
         "of",
