@@ -25,6 +25,7 @@ from labkit.course.exercises.race import (
     GO,
     BySource,
     Racer,
+    RaceResult,
     RaceSpec,
     call_message,
     carrier_from_json,
@@ -48,6 +49,12 @@ def claim(conn, note_id):
 def broken(conn, note_id):
     conn.execute("BEGIN IMMEDIATE")
     return 1 / 0
+
+
+def dies(conn, note_id):
+    import os
+
+    os._exit(3)
 """
 FILENAME = "<answer cell 1>"
 
@@ -166,23 +173,30 @@ def test_a_carrier_travels_as_json_and_comes_back_whole() -> None:
     assert carrier_from_json(json.loads(json.dumps(carrier.to_json()))) == carrier
 
 
-def test_both_runners_race_through_one_procedure_and_read_the_same_racers(
-    scratch: Path,
-) -> None:
-    namespace: dict[str, Any] = {"__name__": "__main__"}  # a notebook's: travels by source
+def both_runners(name: str, scratch: Path) -> tuple[RaceResult, RaceResult]:
+    """The race of CELL's `name`, by the kernel's runner (a notebook function: it travels by
+    source) and by the grader's (a worker holding CELL), each on a database of its own."""
+    namespace: dict[str, Any] = {"__name__": "__main__"}
     linecache.cache[FILENAME] = (len(CELL), None, CELL.splitlines(keepends=True), FILENAME)
     try:
         exec(compile(CELL, FILENAME, "exec"), namespace)
-        kernel = race(namespace["broken"], spec("broken", database(scratch / "kernel")))
+        kernel = race(namespace[name], spec(name, database(scratch / "kernel")))
     finally:
         linecache.cache.pop(FILENAME, None)
     runner = WorkerRunner([CELL], argv=WORKER_ARGV, scratch=scratch)
     try:
-        grader = runner.race(spec("broken", database(scratch / "grader")))
+        grader = runner.race(spec(name, database(scratch / "grader")))
     finally:
         runner.close()
     assert kernel.processes and grader.processes
     assert kernel.why_threads == grader.why_threads == ""
+    return kernel, grader
+
+
+def test_both_runners_race_through_one_procedure_and_read_the_same_racers(
+    scratch: Path,
+) -> None:
+    kernel, grader = both_runners("broken", scratch)
     (by_kernel,), (by_grader,) = kernel.racers, grader.racers
     assert by_kernel.frames == (Frame(FILENAME, 10, "broken", "return 1 / 0"),)
     # The grader does not ask for the learner's frames: its racer says the exception line.
@@ -190,3 +204,9 @@ def test_both_runners_race_through_one_procedure_and_read_the_same_racers(
         "raised", exception="ZeroDivisionError: division by zero", in_transaction=True
     )
     assert by_kernel == dataclasses.replace(by_grader, frames=by_kernel.frames)
+
+
+def test_a_racer_that_dies_crashed_in_both_runners(scratch: Path) -> None:
+    kernel, grader = both_runners("dies", scratch)
+    assert kernel.racers == (Racer("crashed", exception="exit code 3"),)
+    assert grader.racers == (Racer("crashed", exception="the racer's process died"),)
