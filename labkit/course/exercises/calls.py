@@ -14,9 +14,10 @@ Both runners use `perform`: the in-kernel runner (`check("exN")`, feedback only)
 grader's worker process; so a check sees the same values either way and never a learner
 object. Encoding reads learner values by exact `type(x) is ...` tests only, and runs where the
 learner's code runs; the judge only ever decodes JSON. Also owns the learner-frames-only
-traceback (`learner_traceback`), which an exception carries as text. Imports only the standard
-library and `labkit.scope` (what the authorizer marker becomes). Must not import ipywidgets
-or the checks.
+traceback (`learner_traceback`), which an exception carries as text, and the learner's frames
+as data (`frames_to_json`), which a racer asked for them adds to its exception. Imports only
+the standard library and `labkit.scope` (what the authorizer marker becomes). Must not import
+ipywidgets or the checks.
 """
 
 from __future__ import annotations
