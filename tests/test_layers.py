@@ -707,7 +707,6 @@ KNOWN_METHOD_CLASHES = frozenset(
         "answer",
         "call",
         "delete",
-        "from_json",
         "get",
         "list_tools",
         "of",

@@ -5,9 +5,11 @@ Owns: `worker_argv` (a worker's command: the launcher, whose confinement the wor
 it reads a line, running `labkit.course.exercises.answers`, which owns the worker's own loop),
 `WorkerRunner` (the grader's `CheckRunner`: one worker per exercise, a time bound per call
 enforced by killing the worker, every wait within the submission's deadline, races with one
-fresh worker per racer, and bounds on what it keeps of the channel: `MAX_LINE`,
-`MAX_QUEUED`), and `Spawn`, the one place a worker process is started (argv + scratch
-directory -> a process with pipes), so a stronger job launcher can replace `plain_spawn`.
+fresh worker per racer, run by the one race procedure of `labkit.course.exercises.race`, which
+owns the racing protocol and the decoding of a racer's answer, and bounds on what it keeps of
+the channel: `MAX_LINE`, `MAX_QUEUED`), and `Spawn`, the one place a worker process is started
+(argv + scratch directory -> a process with pipes), so a stronger job launcher can replace
+`plain_spawn`.
 
 Must not import the hidden checks or the report models.
 """
@@ -22,14 +24,13 @@ import queue
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from labkit.course.exercises.calls import Answer, encode
-from labkit.course.exercises.race import Racer, RaceResult, RaceSpec
+from labkit.course.exercises.race import RaceResult, RacerGone, RaceSpec, race_in_processes
 from labkit.grade import launcher
 
 if TYPE_CHECKING:
@@ -80,8 +81,8 @@ def worker_argv(
     return [python, "-P", "-m", LAUNCHER, *options, *hidden, f"--module={MODULE}"]
 
 
-class WorkerGone(Exception):
-    pass
+class WorkerGone(RacerGone):
+    """The worker process ended, or its channel broke (a racer's `RacerGone`)."""
 
 
 class WorkerNotStarted(WorkerGone):
@@ -177,6 +178,14 @@ class _Worker:
     def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any] | None:
         self.send(message)
         return self.receive(timeout)
+
+    def crashed_because(self, error: Exception) -> str:
+        """What a released racer whose answer could not be read says (`race.RacingProcess`)."""
+        if isinstance(error, BadReply):
+            return str(error)
+        if isinstance(error, WorkerGone):
+            return "the racer's process died"
+        return str(_bad(error))
 
     def kill(self) -> None:
         """Kill the process. Its output is left to the reader, which ends at end of file:
@@ -308,100 +317,17 @@ class WorkerRunner:
         self._worker = None
 
     def race(self, spec: RaceSpec) -> RaceResult:
-        """Each racer a fresh worker with its own connection: all connect and say ready, then
-        all are released at once. Every racer's start, and the whole race, stay within
-        `spec.timeout` and the deadline."""
-        from labkit.course.exercises.calls import SqliteConnection
+        """The race procedure (`race.race_in_processes`), each racer a fresh worker with its
+        own connection. Every racer's start, and the whole race, stay within `spec.timeout`
+        and the deadline; the learner's frames are not asked for (a racer's exception is its
+        line)."""
 
-        name, calls = spec.name, spec.calls
-        deadline = time.monotonic() + self._bound(spec.timeout)
-        racers: list[_Worker | None] = []
-        try:
-            for n, args in enumerate(calls):
-                conn = SqliteConnection(
-                    str(spec.database),
-                    f"racer-{n}",
-                    lock_timeout=spec.lock_timeout,
-                    statement_delay=spec.delay,
-                )
-                try:
-                    worker = self._start(min(self._start_timeout, deadline - time.monotonic()))
-                    worker.send(
-                        {
-                            "op": "call",
-                            "name": name,
-                            "args": [encode(conn)] + [encode(a) for a in args],
-                            "wait": True,
-                        }
-                    )
-                    racers.append(worker)
-                except WorkerGone:
-                    racers.append(None)
-            ready = [_ready(maybe, deadline) for maybe in racers]
-            if not all(ready):
-                return RaceResult(tuple(Racer("no_start") for _ in calls), processes=True)
-            live = [r for r in racers if r is not None]
-            for racer in live:
-                try:
-                    racer.send({"op": "go"})
-                except WorkerGone:
-                    continue  # its receive below says it died
-            return RaceResult(
-                tuple(_finish(racer, f"racer-{n}", deadline) for n, racer in enumerate(live)),
-                processes=True,
-            )
-        finally:
-            for maybe in racers:
-                if maybe is not None:
-                    maybe.kill()
+        def start(seconds: float) -> _Worker:
+            return self._start(min(self._start_timeout, seconds))
+
+        return race_in_processes(start, spec, self._bound(spec.timeout), frames=False)
 
     def close(self) -> None:
         if self._worker is not None:
             self._worker.kill()
             self._worker = None
-
-
-def _ready(racer: _Worker | None, deadline: float) -> bool:
-    if racer is None:
-        return False
-    try:
-        got = racer.receive(deadline - time.monotonic())
-    except WorkerGone:
-        return False
-    return bool(got and got.get("ready") is True)
-
-
-def _finish(racer: _Worker, key: str, deadline: float) -> Racer:
-    """What one released racer did; a racer whose reply cannot be read crashed."""
-    try:
-        reply = racer.receive(deadline - time.monotonic())
-        if reply is None:
-            return Racer("timeout")
-        return _racer(Answer.from_json(reply), key)
-    except BadReply as error:
-        return Racer("crashed", exception=str(error))
-    except WorkerGone:
-        return Racer("crashed", exception="the racer's process died")
-    except Exception as error:
-        return Racer("crashed", exception=str(_bad(error)))
-
-
-def _racer(answer: Answer, key: str) -> Racer:
-    open_ = bool(answer.effects.get("in_transaction", {}).get(key, False))
-    if answer.kind == "stub":
-        return Racer("stub")
-    if answer.error is not None:
-        return Racer(
-            "raised",
-            exception=answer.error.summary,
-            frames=(),
-            in_transaction=open_,
-        )
-    value = answer.value
-    return Racer(
-        "returned",
-        value_repr=repr(value),
-        value_is_true=value is True,
-        value_is_false=value is False,
-        in_transaction=open_,
-    )

@@ -14,9 +14,10 @@ Both runners use `perform`: the in-kernel runner (`check("exN")`, feedback only)
 grader's worker process; so a check sees the same values either way and never a learner
 object. Encoding reads learner values by exact `type(x) is ...` tests only, and runs where the
 learner's code runs; the judge only ever decodes JSON. Also owns the learner-frames-only
-traceback (`learner_traceback`), which an exception carries as text. Imports only the standard
-library and `labkit.scope` (what the authorizer marker becomes). Must not import ipywidgets
-or the checks.
+traceback (`learner_traceback`), which an exception carries as text, and the learner's frames
+as data (`frames_to_json`), which a racer asked for them adds to its exception. Imports only
+the standard library and `labkit.scope` (what the authorizer marker becomes). Must not import
+ipywidgets or the checks.
 """
 
 from __future__ import annotations
@@ -525,19 +526,21 @@ def perform(fn: Callable[..., Any], args: Sequence[Any], made: Materialized) -> 
     return perform_live(fn, [made.make(a) for a in args], made)
 
 
-def perform_live(fn: Callable[..., Any], live: Sequence[Any], made: Materialized) -> dict[str, Any]:
-    """`perform` with the markers already made (a racer connects before it is released)."""
+def perform_live(
+    fn: Callable[..., Any], live: Sequence[Any], made: Materialized, *, frames: bool = False
+) -> dict[str, Any]:
+    """`perform` with the markers already made (a racer connects before it is released).
+    With `frames`, a raised exception's error also carries the learner's frames as data
+    (`frames_to_json`), for the notebook's racers, which show them."""
     try:
         value = fn(*live)
     except NotImplementedError:
         return Answer("stub", effects=_effects(made, live)).to_json()
     except BaseException as exc:  # the learner's code may raise anything, even SystemExit
-        return {
-            "kind": "raised",
-            "value": None,
-            "error": describe(exc).to_json(),
-            "effects": _effects(made, live),
-        }
+        error = describe(exc).to_json()
+        if frames:
+            error["frames"] = frames_to_json(learner_frames(exc))
+        return {"kind": "raised", "value": None, "error": error, "effects": _effects(made, live)}
     effects = _effects(made, live)
     effects["returned_before"] = _returned_before(made, value)
     return {"kind": "returned", "value": encode(value), "error": None, "effects": effects}
@@ -605,6 +608,26 @@ class Frame:
     lineno: int
     name: str
     line: str
+
+
+def frames_to_json(frames: Sequence[Frame]) -> list[list[Any]]:
+    """Frames as JSON data: `[filename, lineno, name, line]` each."""
+    return [[f.filename, f.lineno, f.name, f.line] for f in frames]
+
+
+def frames_from_json(data: Any) -> tuple[Frame, ...]:
+    """`frames_to_json`'s output as frames; `EncodingError` for anything else."""
+    if not isinstance(data, list):
+        raise EncodingError("frames are not a list")
+    frames = []
+    for item in data:
+        if not (isinstance(item, list) and len(item) == 4):
+            raise EncodingError("a frame is not [filename, lineno, name, line]")
+        filename, lineno, name, line = item
+        if not (isinstance(lineno, int) and all(type(x) is str for x in (filename, name, line))):
+            raise EncodingError("a frame is not [filename, lineno, name, line]")
+        frames.append(Frame(filename, lineno, name, line))
+    return tuple(frames)
 
 
 def learner_frames(exc: BaseException) -> list[Frame]:

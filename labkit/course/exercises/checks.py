@@ -355,6 +355,8 @@ class InProcessRunner:
         return Answer.from_json(json.loads(json.dumps(got[0])))
 
     def race(self, spec: RaceSpec) -> RaceResult:
+        """The race procedure both runners use (`race.race_in_processes`), each racer a child
+        interpreter given the function carried from here; threads when it cannot travel."""
         return race(self._implementations[spec.name], spec)
 
     def end_check(self) -> None:

@@ -1,11 +1,27 @@
-"""Racing a learner's SQLite function in separate processes, each with its own connection.
+"""Racing a learner's SQLite function in separate processes, each with its own connection:
+the one racing protocol and the one parent-side race procedure both runners use.
 
-Owns: carrying a function to a child interpreter (by reference when its module is importable,
-by source when it lives in a notebook's `__main__`, which no other process can import), the
-child's side (`child_main`, run by `python -m labkit.course.exercises.racer`), and the race with
-bounded waits: each child connects, says "ready", and all are released together with "go".
-Falls back to threads, each with its own connection, only when the function cannot travel;
-the result says which was used.
+Owns: the race procedure (`race_in_processes`: start each racer, send it the racing "call"
+(`call_message`, with "wait"), wait for every "ready" within the deadline, release all with
+"go", collect each answer within the deadline, kill every racer at the end; when one racer
+does not start, every racer is `no_start`), the one decoder of a racer's answer
+(`racer_from_answer`), what a racer process must offer the procedure (`RacingProcess`), and
+the notebook kernel's runner of it (`race`): carrying a function to a child interpreter (by
+reference when its module is importable, by source when it lives in a notebook's `__main__`,
+which no other process can import), and the child's "define" (`define_carried`, which
+rebuilds it; the child itself is `labkit.course.exercises.answers`' loop, started as `python -m
+labkit.course.exercises.racer`). Falls back to threads, each with its own connection, only when
+the function cannot travel; the result says which was used. The grader's runner
+(`labkit.grade.worker`) races with the same procedure, its racers being check workers.
+
+The protocol is JSON lines, the check worker's (`labkit.course.exercises.answers`): the child
+says `{"ready": true}`, "define" loads the function (`{"defined", "errors"}`), "call" with
+"wait" makes the markers (the racer's own connection) and says `{"ready": true}`, "go" calls and
+answers with `calls.perform`'s encoding. The kernel's racers ask for the learner's frames
+(`"frames": true`), which the notebook shows; the grader's do not. A carried function travels
+as JSON; only what has no JSON form is pickled inside it (a by-reference function, which pickle
+names by module and qualified name, and the values a notebook function uses), and only the
+parent writes a pickle: it never reads what a child sends but as JSON.
 
 Why a fresh interpreter (spawn-like), not fork: a forked child would inherit the parent's open
 SQLite handles and locks (SQLite forbids using a connection across fork). Why a delay
@@ -23,13 +39,12 @@ import ast
 import base64
 import builtins
 import contextlib
-import dataclasses
 import importlib
 import inspect
 import json
 import linecache
 import pickle
-import sqlite3
+import queue
 import subprocess
 import sys
 import tempfile
@@ -37,17 +52,26 @@ import textwrap
 import threading
 import time
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Final, Protocol
 
-from labkit.course.exercises.calls import Frame, exception_line, format_frames, learner_frames
+from labkit.course.exercises.calls import (
+    Answer,
+    EncodingError,
+    Frame,
+    Materialized,
+    SqliteConnection,
+    encode,
+    exception_line,
+    format_frames,
+    frames_from_json,
+    perform_live,
+)
 
 _MAIN_MODULES = ("__main__", "__mp_main__")
-# Every line of the parent-child protocol starts with this; the child's own prints go to its
-# stderr (racer.py), and anything else on the channel is ignored.
-_MARK = "labkit-racer"
+GO: Final = {"op": "go"}  # releases a racer that said it is ready
 
 
 class NotPortable(Exception):
@@ -66,6 +90,9 @@ class ByReference:
     def rebuild(self) -> Callable[..., Any]:
         fn: Callable[..., Any] = pickle.loads(self.pickled)
         return fn
+
+    def to_json(self) -> dict[str, Any]:
+        return {"by": "reference", "pickled": _text(self.pickled)}
 
 
 @dataclass(frozen=True)
@@ -103,8 +130,65 @@ class BySource:
             linecache.cache[self.filename] = (len(padded), None, lines, self.filename)
         exec(compile(padded, self.filename, "exec"), namespace)
 
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "by": "source",
+            "name": self.name,
+            "source": self.source,
+            "filename": self.filename,
+            "firstlineno": self.firstlineno,
+            "modules": [[alias, module] for alias, module in self.modules],
+            "values": [[alias, _text(value)] for alias, value in self.values],
+            "helpers": [helper.to_json() for helper in self.helpers],
+        }
+
 
 Carrier = ByReference | BySource
+
+
+def _text(pickled: bytes) -> str:
+    return base64.b64encode(pickled).decode("ascii")
+
+
+def carrier_from_json(data: dict[str, Any]) -> Carrier:
+    """A carrier as its `to_json` wrote it (read in the child, from its parent)."""
+    if data["by"] == "reference":
+        return ByReference(base64.b64decode(data["pickled"]))
+    return BySource(
+        str(data["name"]),
+        str(data["source"]),
+        str(data["filename"]),
+        int(data["firstlineno"]),
+        tuple((str(alias), str(module)) for alias, module in data["modules"]),
+        tuple((str(alias), base64.b64decode(value)) for alias, value in data["values"]),
+        tuple(_source(helper) for helper in data["helpers"]),
+    )
+
+
+def _source(data: dict[str, Any]) -> BySource:
+    carrier = carrier_from_json(data)
+    if not isinstance(carrier, BySource):
+        raise EncodingError("a helper travels by source")
+    return carrier
+
+
+def define_message(name: str, carrier: Carrier) -> dict[str, Any]:
+    """The racing child's "define": the function to call `name`, and the parent's import path
+    (like multiprocessing's spawn, so by-reference functions load)."""
+    return {"op": "define", "name": name, "carrier": carrier.to_json(), "sys_path": sys.path}
+
+
+def define_carried(request: dict[str, Any], namespace: dict[str, Any]) -> dict[str, Any]:
+    """The racing child's `answers.Definer`: rebuild the carried function into `namespace`
+    under the name the race calls; a function that cannot be rebuilt is the reply's error."""
+    paths = [str(p) for p in request.get("sys_path", [])]
+    sys.path[:0] = [p for p in paths if p not in sys.path]
+    name = str(request.get("name"))
+    try:
+        namespace[name] = carrier_from_json(request["carrier"]).rebuild()
+    except Exception as exc:
+        return {"defined": [], "errors": [exception_line(exc)]}
+    return {"defined": [name], "errors": []}
 
 
 def carry(fn: Callable[..., Any]) -> Carrier:
@@ -200,74 +284,30 @@ class Racer:
             "unportable": "could not be started",
         }.get(self.kind, self.kind)
 
-    def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self))
 
-    @classmethod
-    def from_json(cls, text: str) -> Racer:
-        data = json.loads(text)
-        data["frames"] = tuple(Frame(**f) for f in data["frames"])
-        return cls(**data)
-
-
-def _slow_statements(conn: sqlite3.Connection, delay: float) -> None:
-    if delay > 0:
-        conn.set_trace_callback(lambda _statement: time.sleep(delay))
-
-
-def _outcome(fn: Callable[..., Any], conn: sqlite3.Connection, args: Sequence[Any]) -> Racer:
-    try:
-        value = fn(conn, *args)
-    except NotImplementedError:
+def racer_from_answer(reply: dict[str, Any], key: str) -> Racer:
+    """The one decoder of a racer's answer (`calls.perform`'s encoding), whichever runner
+    raced it: `key` names the racer's connection, whose open transaction the answer reports.
+    The learner's frames come with a raised exception when the racer was asked for them."""
+    answer = Answer.from_json(reply)
+    open_ = bool(answer.effects.get("in_transaction", {}).get(key, False))
+    if answer.kind == "stub":
         return Racer("stub")
-    except BaseException as exc:  # the learner's code may raise anything
+    if answer.error is not None:
         return Racer(
             "raised",
-            exception=exception_line(exc),
-            frames=tuple(learner_frames(exc)),
-            in_transaction=conn.in_transaction,
+            exception=answer.error.summary,
+            frames=frames_from_json(reply["error"].get("frames", [])),
+            in_transaction=open_,
         )
+    value = answer.value
     return Racer(
         "returned",
         value_repr=repr(value),
         value_is_true=value is True,
         value_is_false=value is False,
-        in_transaction=conn.in_transaction,
+        in_transaction=open_,
     )
-
-
-@dataclass(frozen=True)
-class Entry:
-    """What a racing child needs, sent pickled on its stdin."""
-
-    carrier: Carrier
-    database: str
-    args: tuple[Any, ...]
-    lock_timeout: float
-    delay: float
-    sys_path: tuple[str, ...]
-
-
-def child_main(stdin: IO[bytes], stdout: IO[str]) -> None:
-    """A racing child (`python -m labkit.course.exercises.racer`): read its `Entry`, rebuild the
-    function, connect, say "ready", wait for "go", call once, write what happened as JSON."""
-    entry: Entry = pickle.loads(base64.b64decode(stdin.readline()))
-    # Like multiprocessing's spawn: the parent's import path, so by-reference functions load.
-    sys.path[:0] = [p for p in entry.sys_path if p not in sys.path]
-    try:
-        fn = entry.carrier.rebuild()
-    except Exception as exc:
-        print(_MARK, Racer("unportable", exception=exception_line(exc)).to_json(), file=stdout)
-        return
-    conn = sqlite3.connect(entry.database, isolation_level=None, timeout=entry.lock_timeout)
-    try:
-        _slow_statements(conn, entry.delay)
-        print(_MARK, "ready", file=stdout, flush=True)
-        if stdin.readline().strip() != b"go":
-            return
-        print(_MARK, _outcome(fn, conn, entry.args).to_json(), file=stdout, flush=True)
-    finally:
-        conn.close()
 
 
 # --- the race -------------------------------------------------------------------------------
@@ -297,6 +337,113 @@ class RaceSpec:
     reset: Callable[[], None]
 
 
+class RacerGone(Exception):
+    """A racer's process ended, or its channel broke."""
+
+
+class RacingProcess(Protocol):
+    """One racer's process, started and holding the function the race calls, as the race
+    procedure speaks to it: JSON objects, one a line."""
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Write one message; `RacerGone` when the process can no longer read it."""
+
+    def receive(self, timeout: float) -> dict[str, Any] | None:
+        """The next reply, None after `timeout` seconds; `RacerGone` when the process ended
+        or what came is not a reply."""
+
+    def crashed_because(self, error: Exception) -> str:
+        """What a released racer that gave no answer (`error` said why) left to say."""
+
+    def kill(self) -> None:
+        """End the process, whatever it is doing."""
+
+
+def racer_key(n: int) -> str:
+    """The key of racer number `n`'s connection (its transaction is reported by it)."""
+    return f"racer-{n}"
+
+
+def racing_connection(spec: RaceSpec, n: int) -> SqliteConnection:
+    """Racer number `n`'s own connection, as a marker."""
+    return SqliteConnection(
+        str(spec.database), racer_key(n), lock_timeout=spec.lock_timeout, statement_delay=spec.delay
+    )
+
+
+def call_message(spec: RaceSpec, n: int, *, frames: bool) -> dict[str, Any]:
+    """Racer number `n`'s racing "call": connect, say ready, call on "go"."""
+    args = [racing_connection(spec, n), *spec.calls[n]]
+    return {
+        "op": "call",
+        "name": spec.name,
+        "args": [encode(a) for a in args],
+        "wait": True,
+        "frames": frames,
+    }
+
+
+def race_in_processes(
+    start: Callable[[float], RacingProcess], spec: RaceSpec, timeout: float, *, frames: bool
+) -> RaceResult:
+    """The race procedure both runners use. `start(seconds)` starts one racer process within
+    `seconds` (`RacerGone` when it cannot, `NotPortable` when the function cannot be rebuilt
+    there). Every racer connects and says ready, then all are released together; the whole
+    race stays within `timeout` seconds, and every racer is killed at the end."""
+    deadline = time.monotonic() + timeout
+    started: list[RacingProcess] = []
+    failed: dict[int, Racer] = {}
+    try:
+        for n in range(len(spec.calls)):
+            try:
+                process = start(deadline - time.monotonic())
+            except NotPortable as exc:
+                failed[n] = Racer("unportable", exception=str(exc))
+                continue
+            except RacerGone:
+                failed[n] = Racer("no_start")
+                continue
+            started.append(process)
+            try:
+                process.send(call_message(spec, n, frames=frames))
+            except RacerGone:
+                failed[n] = Racer("no_start")
+        ready = [_ready(process, deadline) for process in started]
+        if failed or not all(ready):
+            racers = tuple(failed.get(n, Racer("no_start")) for n in range(len(spec.calls)))
+            return RaceResult(racers, processes=True)
+        for process in started:
+            with contextlib.suppress(RacerGone):  # its answer below says it died
+                process.send(GO)
+        racers = tuple(_finish(p, racer_key(n), deadline) for n, p in enumerate(started))
+        return RaceResult(racers, processes=True)
+    finally:
+        for process in started:
+            process.kill()
+
+
+def _ready(process: RacingProcess, deadline: float) -> bool:
+    try:
+        got = process.receive(deadline - time.monotonic())
+    except RacerGone:
+        return False
+    return bool(got and got.get("ready") is True)
+
+
+def _finish(process: RacingProcess, key: str, deadline: float) -> Racer:
+    """What one released racer did; a racer whose answer cannot be read crashed."""
+    try:
+        reply = process.receive(deadline - time.monotonic())
+        if reply is None:
+            return Racer("timeout")
+        return racer_from_answer(reply, key)
+    except Exception as error:  # gone, or a reply of any shape
+        return Racer("crashed", exception=process.crashed_because(error))
+
+
+# --- the notebook kernel's runner -----------------------------------------------------------
+
+
 def race(fn: Callable[..., Any], spec: RaceSpec) -> RaceResult:
     """Run `fn(conn, *args)` for each `args` in `spec.calls` at once, each racer in its own
     spawned process with its own connection to `spec.database`; threads when `fn` cannot
@@ -306,7 +453,10 @@ def race(fn: Callable[..., Any], spec: RaceSpec) -> RaceResult:
         carrier = carry(fn)
     except NotPortable as exc:
         return _race_threads(fn, spec, str(exc))
-    result = _race_processes(carrier, spec)
+    define = define_message(spec.name, carrier)
+    result = race_in_processes(
+        lambda seconds: _Child.start(define, seconds), spec, spec.timeout, frames=True
+    )
     unportable = [r for r in result.racers if r.kind == "unportable"]
     if unportable:
         spec.reset()
@@ -315,138 +465,137 @@ def race(fn: Callable[..., Any], spec: RaceSpec) -> RaceResult:
     return result
 
 
-def _race_processes(carrier: Carrier, spec: RaceSpec) -> RaceResult:
-    deadline = time.monotonic() + spec.timeout
-    database, path = str(spec.database), tuple(sys.path)
-    children = [
-        _Child.start(Entry(carrier, database, args, spec.lock_timeout, spec.delay, path))
-        for args in spec.calls
-    ]
-    try:
-        for child in children:
-            child.ready.wait(max(0.0, deadline - time.monotonic()))
-        if all(c.ready.is_set() and c.result is None for c in children):
-            for child in children:  # all are connected and waiting: release them together
-                child.go()
-            for child in children:
-                child.reader.join(max(0.0, deadline - time.monotonic()))
-    finally:
-        for child in children:
-            child.finish()
-    return RaceResult(tuple(c.outcome() for c in children), processes=True)
-
-
 class _Child:
-    """One racing interpreter and the thread that reads its protocol lines. Its stderr (where
-    the learner's prints go) is a file, so a chatty child never blocks on a full pipe."""
+    """One racing interpreter (`python -m labkit.course.exercises.racer`) and the thread that
+    reads its replies. Its stderr (where the learner's prints go) is a file, so a chatty child
+    never blocks on a full pipe; a line on its channel that is not a JSON object is skipped."""
 
     def __init__(self, proc: subprocess.Popen[bytes], errors: IO[bytes]) -> None:
         self.proc = proc
         self.errors = errors
-        self.ready = threading.Event()
-        self.result: Racer | None = None
-        self.released = False
-        self.hung = False
-        self.stderr = ""
+        self.replies: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.reader = threading.Thread(target=self._read, name="labkit-racer-reader", daemon=True)
+        self.reader.start()
 
     @classmethod
-    def start(cls, entry: Entry) -> _Child:
-        errors = tempfile.TemporaryFile()  # noqa: SIM115 (closed in finish())
+    def start(cls, define: dict[str, Any], seconds: float) -> _Child:
+        """A child that said ready and defined the function within `seconds`: `RacerGone`
+        when it did not, `NotPortable` when the function could not be rebuilt there."""
+        deadline = time.monotonic() + seconds
+        errors = tempfile.TemporaryFile()  # noqa: SIM115 (closed in kill())
         proc = subprocess.Popen(
             [sys.executable, "-m", "labkit.course.exercises.racer"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=errors,
         )
-        assert proc.stdin is not None
-        proc.stdin.write(base64.b64encode(pickle.dumps(entry)) + b"\n")
-        proc.stdin.flush()
         child = cls(proc, errors)
-        child.reader.start()
+        try:
+            child._defined(define, deadline)
+        except BaseException:
+            child.kill()
+            raise
         return child
+
+    def _defined(self, define: dict[str, Any], deadline: float) -> None:
+        hello = self.receive(deadline - time.monotonic())
+        if hello is None or hello.get("ready") is not True:
+            raise RacerGone("the racing child did not say it was ready in time")
+        self.send(define)
+        reply = self.receive(deadline - time.monotonic())
+        if reply is None:
+            raise RacerGone("the racing child did not define the function in time")
+        errors = reply.get("errors")
+        if errors:
+            raise NotPortable(str(errors[0]))
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
         for raw in self.proc.stdout:
-            mark, _, message = raw.decode("utf-8", "replace").strip().partition(" ")
-            if mark != _MARK:
-                continue
-            if message == "ready":
-                self.ready.set()
-                continue
             try:
-                self.result = Racer.from_json(message)
-            except (ValueError, TypeError):
+                message = json.loads(raw)
+            except ValueError:
                 continue
-            self.ready.set()
-            return
-        self.ready.set()  # the child exited without a result
+            if isinstance(message, dict):
+                self.replies.put(message)
+        self.replies.put(None)
 
-    def go(self) -> None:
+    def send(self, message: dict[str, Any]) -> None:
         assert self.proc.stdin is not None
         try:
-            self.proc.stdin.write(b"go\n")
+            self.proc.stdin.write(json.dumps(message).encode() + b"\n")
             self.proc.stdin.flush()
-            self.released = True
-        except OSError:  # the child already exited; its outcome says why
-            pass
+        except (OSError, ValueError) as error:
+            raise RacerGone(str(error)) from None
 
-    def finish(self, grace: float = 1.0) -> None:
-        """Close stdin (a child still waiting for "go" then exits), give it `grace` seconds,
-        then kill it: past the deadline a racer is hung."""
+    def receive(self, timeout: float) -> dict[str, Any] | None:
+        try:
+            reply = self.replies.get(timeout=max(0.0, timeout))
+        except queue.Empty:
+            return None
+        if reply is None:
+            self.replies.put(None)  # every later read says so too
+            raise RacerGone(f"the racing child exited (code {self.proc.poll()})")
+        return reply
+
+    def crashed_because(self, error: Exception) -> str:
+        """The last line the child wrote on stderr, or its exit code."""
+        if not isinstance(error, RacerGone):
+            return f"its answer could not be read ({exception_line(error)})"
+        try:
+            self.proc.wait(1.0)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+        self.errors.seek(0)
+        stderr = self.errors.read().decode("utf-8", "replace").strip()
+        return stderr.splitlines()[-1] if stderr else f"exit code {self.proc.returncode}"
+
+    def kill(self, grace: float = 1.0) -> None:
+        """Close stdin (a child waiting for a request then exits), give it `grace` seconds,
+        then kill it."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, ValueError):
             self.proc.stdin.close()
         try:
             self.proc.wait(grace)
         except subprocess.TimeoutExpired:
-            self.hung = True
             self.proc.kill()
             self.proc.wait(10)
         self.reader.join(5)
         self.proc.stdout.close()
-        self.errors.seek(0)
-        self.stderr = self.errors.read().decode("utf-8", "replace").strip()
         self.errors.close()
-
-    def outcome(self) -> Racer:
-        if self.result is not None:
-            return self.result
-        if self.hung:
-            return Racer("timeout")
-        if not self.released:
-            return Racer("no_start")
-        last = self.stderr.splitlines()[-1] if self.stderr else f"exit code {self.proc.returncode}"
-        return Racer("crashed", exception=last)
 
 
 def _race_threads(fn: Callable[..., Any], spec: RaceSpec, why: str) -> RaceResult:
+    """The race in threads of this process, each with its own connection, its answer read
+    by the same decoder as a process's."""
     calls, timeout = spec.calls, spec.timeout
     barrier = threading.Barrier(len(calls))
     results: dict[int, Racer] = {}
 
-    def run(i: int, args: tuple[Any, ...]) -> None:
-        conn = sqlite3.connect(spec.database, isolation_level=None, timeout=spec.lock_timeout)
+    def run(n: int, args: tuple[Any, ...]) -> None:
+        made = Materialized()
         try:
-            _slow_statements(conn, spec.delay)
+            conn = made.make(racing_connection(spec, n))
             try:
                 barrier.wait(timeout)
             except threading.BrokenBarrierError:
-                results[i] = Racer("no_start")
+                results[n] = Racer("no_start")
                 return
-            results[i] = _outcome(fn, conn, args)
+            answer = perform_live(fn, [conn, *args], made, frames=True)
+            results[n] = racer_from_answer(answer, racer_key(n))
         finally:
-            conn.close()
+            made.close()
 
     threads = [
-        threading.Thread(target=run, args=(i, args), name=f"labkit-racer-{i}", daemon=True)
-        for i, args in enumerate(calls)
+        threading.Thread(target=run, args=(n, args), name=f"labkit-racer-{n}", daemon=True)
+        for n, args in enumerate(calls)
     ]
     deadline = time.monotonic() + timeout
     for t in threads:
         t.start()
     for t in threads:
         t.join(max(0.0, deadline - time.monotonic()))
-    racers = tuple(results.get(i, Racer("timeout")) for i in range(len(calls)))
+    racers = tuple(results.get(n, Racer("timeout")) for n in range(len(calls)))
     return RaceResult(racers, processes=False, why_threads=why)
