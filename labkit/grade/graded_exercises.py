@@ -40,7 +40,7 @@ class GradedExercise:
     @property
     def module(self) -> str:
         """The hidden checks: a module whose CHECKS are `Check(..., hidden=True)`."""
-        return self.unit.hidden
+        return self.unit.hidden_checks
 
     @property
     def outputs(self) -> Mapping[str, tuple[str, ...]]:

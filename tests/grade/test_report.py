@@ -56,7 +56,7 @@ class OneHidden(GradedExercise):
 
 
 CONTRACT = Contract("claim_and_delete(conn, principal, nonce, note_id, expires_at) -> bool")
-UNIT = Exercise("ex1", "replay", CONTRACT, notebook="replay", hidden="unused")
+UNIT = Exercise("ex1", "replay", CONTRACT, notebook="replay", hidden_checks="unused")
 NO_PUBLIC = {"ex1": UNIT}
 
 

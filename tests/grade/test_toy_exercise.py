@@ -38,7 +38,7 @@ EXERCISE = Exercise(
     title="Double it",
     contract=Contract("double(x) -> int", rules=(Rule("twice", "returns twice `x`"),)),
     notebook="09-double",
-    hidden="toy_hidden_ex9",
+    hidden_checks="toy_hidden_ex9",
     safety=Safety(1, "no call should take longer than it needs"),
     checks=(Check("doubles", doubles, "double(21) should return 42", rules=("twice",)),),
 )

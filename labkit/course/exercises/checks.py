@@ -10,7 +10,7 @@ without the answer. The pass line never says "all tests passed":
 hidden checks run at grading (otter #138).
 
 The grader reuses these definitions through `run_checks`: `Exercise.checks` are the public
-checks, the hidden ones come from the module the exercise names (`Exercise.hidden`, imported
+checks, the hidden ones come from the module the exercise names (`Exercise.hidden_checks`, imported
 by the grader only), and the reference answer runs beside the learner's for the differential
 ones. A check is hidden when it says so (`Check.hidden`), wherever it runs.
 `Checker(extra_checks=..., reference=...)` runs the hidden checks in one process (tests);

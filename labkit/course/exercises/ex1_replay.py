@@ -639,7 +639,7 @@ EXERCISE = Exercise(
     title="SQLite replay store",
     contract=CONTRACT_TEXT,
     notebook="03-ex1-sqlite-replay-store",
-    hidden="labkit.grade.hidden.ex1",
+    hidden_checks="labkit.grade.hidden.ex1",
     safety=Safety(4, "no claim should delete a second note, nor a note without its claim"),
     equivalent_mutants=(
         *sql_in_any_case(

@@ -253,7 +253,7 @@ EXERCISE = Exercise(
     title="URL mode: an out-of-band setup flow",
     contract=CONTRACT_TEXT,
     notebook="04-ex2-url-mode",
-    hidden="labkit.grade.hidden.ex2",
+    hidden_checks="labkit.grade.hidden.ex2",
     safety=Safety(3, "no URL-mode entry should be offered to a request that did not declare it"),
     equivalent_mutants=tuple(
         Equivalent(

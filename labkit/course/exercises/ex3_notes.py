@@ -372,7 +372,7 @@ EXERCISE = Exercise(
     title="SQLite notes: re-check inside the transaction",
     contract=CONTRACT_TEXT,
     notebook="05-ex3-sqlite-notes",
-    hidden="labkit.grade.hidden.ex3",
+    hidden_checks="labkit.grade.hidden.ex3",
     safety=Safety(
         4,
         "no note outside the requested workspace, or of an unauthorized principal, "

@@ -258,7 +258,7 @@ EXERCISE = Exercise(
     title="Symlink policy on a real filesystem",
     contract=CONTRACT_TEXT,
     notebook="06-ex4-symlink-policy",
-    hidden="labkit.grade.hidden.ex4",
+    hidden_checks="labkit.grade.hidden.ex4",
     safety=Safety(4, "no path whose real place is outside the root should be returned"),
     equivalent_mutants=(
         *(

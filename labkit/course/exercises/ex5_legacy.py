@@ -223,7 +223,7 @@ EXERCISE = Exercise(
     title="Legacy adapter for 2025-11-25 peers",
     contract=CONTRACT_TEXT,
     notebook="07-ex5-legacy-adapter",
-    hidden="labkit.grade.hidden.ex5",
+    hidden_checks="labkit.grade.hidden.ex5",
     safety=Safety(3, "the modern handler's inputRequests map should never be changed"),
     outputs={
         "try": (

@@ -203,9 +203,9 @@ def sql_in_any_case(line: str, sql: str) -> tuple[Equivalent, ...]:
 class Exercise:
     """An exercise, declared once: its id, title, the solution notebook that holds its task and
     reference answer (`notebook`, a stem of solutions/), its contract, public checks, the
-    module of its hidden checks (`hidden`, imported only by the grader), its safety points and
-    graded hints. The registry, the grader's graded set, the README's exercise table and the
-    tests' exercise lists all derive from these.
+    module of its hidden checks (`hidden_checks`, imported only by the grader), its safety
+    points and graded hints. The registry, the grader's graded set, the README's exercise
+    table and the tests' exercise lists all derive from these.
 
     An exercise with no checks yet says `pending` instead of running anything."""
 
@@ -216,7 +216,7 @@ class Exercise:
     hints: tuple[str, ...] = ()
     pending: str = ""
     notebook: str = ""
-    hidden: str = ""
+    hidden_checks: str = ""
     safety: Safety | None = None
     # The checked-output cells of the notebook that show the exercise's function at work, by
     # cell id, each with the checks (public or hidden, by name) that exercise what it shows:
