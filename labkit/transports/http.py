@@ -53,7 +53,7 @@ from labkit.auth import Authenticator
 from labkit.errors import SERVER_BUSY, ProtocolError, http_status
 from labkit.server import RequestContext, Server
 from labkit.transports.consent_page import ConsentPage
-from labkit.transports.envelope import ROUTING_HEADERS, header_mismatch
+from labkit.transports.envelope import PROTOCOL_VERSION_HEADER, ROUTING_HEADERS, header_mismatch
 from labkit.transports.era import SESSION_HEADER, HttpEra, Streamed
 from labkit.transports.guard import (
     REFUSALS,
@@ -239,6 +239,7 @@ class McpEndpoint:
         if max_body_bytes < 1 or not (timeout_seconds > 0 and math.isfinite(timeout_seconds)):
             raise ValueError("max_body_bytes and timeout_seconds must be positive")
         self.server = server
+        self._core_versions = frozenset(server.supported_versions)
         self.authenticator = authenticator
         self.hosts = HostRule(allowed_hosts)
         self.trusted = TrustedOrigins(self.hosts, allowed_origins)
@@ -334,10 +335,11 @@ class McpEndpoint:
         response, from a worker thread for a blocking method (a reply that waits for it when
         written), else answered on the loop. `deadline` is the loop time by which a call in a
         worker thread must have answered; the message arrives as `_read` decoded it."""
-        for era in self.eras:
-            routed = era.route(fields, message, principal)
-            if routed is not None:
-                return _Streamed(routed)
+        if fields.get(PROTOCOL_VERSION_HEADER) not in self._core_versions:
+            for era in self.eras:  # a request in a version of the core's is never an era's
+                routed = era.route(fields, message, principal)
+                if routed is not None:
+                    return _Streamed(routed)
         mismatch = header_mismatch(message, fields, repeated)
         if type(message) is dict or isinstance(message, dict):
             raw_id, method = message.get("id"), message.get("method")
