@@ -72,8 +72,22 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check labkit tests bench
 	$(BIN)/mypy --strict labkit
 
+# Two pytest runs at once, one a core: the grading tests (kernels, check workers, containment,
+# the platform models) and all the others. What they hold does not overlap (cgroups and the
+# containment users on one side; PostgreSQL, the browser and the servers on the other; ports
+# and folders are per test), and each half waits on processes most of its time. The grading
+# run's output is printed once both have ended; either failing fails the target.
+UNIT_GRADING := tests/grade tests/platforms
+
 unit: $(STAMP) $(CHROMIUM) $(BWRAP) $(PLATFORM_MODELS)
-	$(BIN)/python -m pytest -q
+	@log=$$(mktemp); \
+	$(BIN)/python -m pytest -q $(UNIT_GRADING) >$$log 2>&1 & grading=$$!; \
+	trap 'kill $$grading 2>/dev/null; rm -f $$log' EXIT; \
+	echo "unit tests: $(UNIT_GRADING) in the background, the others here"; \
+	$(BIN)/python -m pytest -q $(foreach d,$(UNIT_GRADING),--ignore=$(d)); others=$$?; \
+	wait $$grading; graded=$$?; \
+	echo "== $(UNIT_GRADING):"; cat $$log; \
+	test $$others -eq 0 && test $$graded -eq 0
 
 # The official MCP conformance suite (npm, pinned in the runner) against
 # `labkit serve --profile conformance`; installed into the ignored .conformance/ folder.
