@@ -69,10 +69,10 @@ NOTE_TITLE = {note_id: title for note_id, _uri, title in DEMO_NOTES}[NOTE_ID]
 
 SERVER_START_SECONDS = 60
 NOTEBOOK_OPEN_SECONDS = 60
-RUN_ALL_SECONDS = 90  # a whole notebook; each runs in seconds
-FORM_SECONDS = 30
-ANSWER_SECONDS = 30
-CELL_SECONDS = 30
+RUN_ALL_SECONDS = 240  # a whole notebook: seconds alone, minutes beside the grading tests
+FORM_SECONDS = 60
+ANSWER_SECONDS = 60
+CELL_SECONDS = 60
 # Tracebacks and stderr lines as JupyterLab renders them.
 ERROR_OUTPUTS = ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
 
@@ -436,7 +436,7 @@ QUIZ_SHOT = ("07-ex5-legacy-adapter.ipynb", "quiz-retry")  # the longest labels
 CHECK_SHOT = ("03-ex1-sqlite-replay-store.ipynb", "ex1-check")
 # Narrow enough that long quiz labels and check messages wrap: what overlapped before.
 NARROW = {"width": 900, "height": 1000}
-RENDER_SECONDS = 30
+RENDER_SECONDS = 60
 MERMAID = re.compile(r"^```mermaid\s*$", re.M)
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 FOLDED = ".jp-RenderedMarkdown details:not(.jp-RenderedMermaid-Details):not([open]) > summary"
