@@ -115,8 +115,15 @@ $(WRK):
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -q
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q wrk
 
+# The instruction counts (bench/bench_instructions.py) run under Debian's valgrind.
+VALGRIND := /usr/bin/valgrind
+
+$(VALGRIND):
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -q
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q valgrind
+
 # The grading figures run confined jobs, like the grading tests: bubblewrap too.
-bench: $(STAMP) $(WRK) $(BWRAP)
+bench: $(STAMP) $(WRK) $(BWRAP) $(VALGRIND)
 	$(BIN)/python bench/run.py
 
 # The course in JupyterLab, rooted at notebooks/ (the learner copies and, in docs/, the

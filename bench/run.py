@@ -3,7 +3,8 @@
     .venv/bin/python bench/run.py [--skip-http] [--skip-stores]
 
 Starts with `bench_floor` (labkit against its floors and the SDK, per server CPU-second, over
-HTTP, stdio and in process: the table of bench/README.md), then runs `bench_inprocess`
+HTTP, stdio and in process: the table of bench/README.md) and `bench_instructions` (callgrind's
+instructions per `tools/list` request on four paths), then runs `bench_inprocess`
 (labkit's core against the SDK 2.3.0 low-level server, in-process),
 `bench_http` (the same over Streamable HTTP on loopback, driven by wrk, which is installed
 with apt-get when missing and running as root) and `bench_stores` (store throughput) when that
@@ -59,7 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-http", action="store_true", help="in-process cells only")
     parser.add_argument("--skip-stores", action="store_true", help="leave out bench_stores")
     parser.add_argument("--skip-grade", action="store_true", help="leave out bench_grade")
-    parser.add_argument("--skip-floors", action="store_true", help="leave out bench_floor")
+    parser.add_argument(
+        "--skip-floors", action="store_true", help="leave out bench_floor and bench_instructions"
+    )
     args = parser.parse_args(argv)
     # Warnings from the sanity checks (refused states, the demo key) are expected: keep the
     # output to the figures.
@@ -79,6 +82,11 @@ def main(argv: list[str] | None = None) -> int:
 
         print("\n## Floors (labkit, its floors and the SDK, per server CPU-second)", flush=True)
         bench_floor.main(["--skip-http"] if args.skip_http else [])
+    if not args.skip_floors:
+        import bench_instructions
+
+        print("\n## Instructions per tools/list request (callgrind)", flush=True)
+        bench_instructions.main([])
     print("\n## Protocol (in-process)", flush=True)
     rows = bench_inprocess.main()
     if not args.skip_http:

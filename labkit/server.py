@@ -50,9 +50,9 @@ from labkit.wire import (
     decode,
     encode,
     encoded_result_response,
-    envelope_error,
     error_response,
     is_request_id,
+    request_parts,
     result_response,
 )
 
@@ -104,8 +104,6 @@ class Request(NamedTuple):
 
 
 _new_request: Final = functools.partial(tuple.__new__, Request)
-# What a request without `params` is checked against (never handed on: it has no `_meta`).
-_NO_PARAMS: Final[dict[str, Any]] = {}
 
 
 class EncodedOnce:
@@ -271,18 +269,15 @@ class Server:
         a `ProtocolError` becomes its error response, anything else -32603.
         """
         try:
-            invalid = envelope_error(message)
-            if invalid is not None:
-                raise invalid
-            request_id: RequestId | None = message.get("id")  # well formed: a valid id, or none
+            request_id, method, params = request_parts(message)
             if request_id is None:  # a notification
-                log.debug("notification %r ignored", message["method"])
+                log.debug("notification %r ignored", method)
                 return None
-            method = self._validate(message)
+            self._validate(method, params)
             encoded = self.listings.get(method)
             if encoded is not None:  # encoded once: nothing to dispatch, no `Request` to build
                 return encoded_result_response(request_id, encoded)
-            return self._dispatch(self._request(message, request_id, method, context))
+            return self._dispatch(self._request(request_id, method, params, context))
         except ProtocolError as error:
             return encode(error_response(_echoed_id(message), error))
         except Exception:
@@ -298,15 +293,13 @@ class Server:
         encoded = self.respond(message, context)
         return None if encoded is None else decode(encoded)
 
-    def _validate(self, message: dict[str, Any]) -> str:
-        """The method a well-formed request (`labkit.wire.envelope_error` passed, an id
-        present) asks for, checked once: registered, with a `_meta` of the version and
-        capabilities this server takes. Raises the refusal. Exact types are tested first: the
-        usual request costs no call."""
-        method: str = message["method"]
+    def _validate(self, method: str, params: dict[str, Any]) -> None:
+        """Whether a well-formed request's method (`labkit.wire.request_parts` read it) is
+        registered, with a `_meta` of the version and capabilities this server takes. Raises
+        the refusal. Exact types are tested first: the usual request costs no call."""
         if method not in self.methods:
             raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
-        meta = message.get("params", _NO_PARAMS).get("_meta")
+        meta = params.get("_meta")
         if type(meta) is not dict and not isinstance(meta, dict):
             raise ProtocolError(INVALID_PARAMS, "params._meta is required (MCP 2026-07-28)")
         version = meta.get(META_VERSION)
@@ -323,15 +316,16 @@ class Server:
             raise ProtocolError(
                 INVALID_PARAMS, f"params._meta[{META_CAPABILITIES!r}] must be an object"
             )
-        return method
 
     @staticmethod
     def _request(
-        message: dict[str, Any], request_id: RequestId, method: str, context: RequestContext
+        request_id: RequestId,
+        method: str,
+        params: dict[str, Any],
+        context: RequestContext,
     ) -> Request:
         """The `Request` a message `_validate` passed makes (its params and `_meta` are there,
         of the types checked)."""
-        params: dict[str, Any] = message["params"]
         meta: dict[str, Any] = params["_meta"]
         version, capabilities = meta[META_VERSION], meta[META_CAPABILITIES]
         return _new_request((request_id, method, params, version, capabilities, context, meta))

@@ -14,6 +14,7 @@ import json
 import math
 from typing import Any, Final
 
+import msgspec
 import orjson
 
 from labkit.errors import INVALID_REQUEST, PARSE_ERROR, ProtocolError
@@ -50,12 +51,14 @@ RequestId = str | int
 # - numbers finite (a float past the double range such as 1e400 is refused, NaN and Infinity
 #   are not JSON) and integers exact at any size up to Python's 4,300-digit limit;
 # - `\ud800` escapes (legal JSON, not Unicode) are kept.
-# orjson reads the common case; the standard library, held to the same rule, reads what
-# orjson cannot: integers outside [-2**63, 2**64) (orjson would return a rounded float), and
-# lone surrogate escapes. Its recursion stops near 1,000 levels minus the caller's stack, so
-# the depth limit sits below it (with room for a deep caller), and orjson's own (1,024) does
-# not decide. A text shorter than twice the limit cannot reach it: the usual request (a retry
-# with its state is about 1 KB) is never walked or even counted again.
+# msgspec reads the common case, integers past 64 bits included; the standard library, held to
+# the same rule, reads what msgspec refuses: lone surrogate escapes and integers past msgspec's
+# range, and it refuses the rest. msgspec answers only what the rule accepts, with the value
+# the standard library gives (tests/test_wire.py holds the two together). Both parsers count
+# nesting against Python's recursion limit, so their recursion stops near 1,000 levels minus
+# the caller's stack: the depth limit sits below it (with room for a deep caller). A text
+# shorter than twice the limit cannot reach it: the usual request (a retry with its state is
+# about 1 KB) is never walked or even counted again.
 MAX_JSON_DEPTH: Final = 768
 
 PARSE_ERROR_MESSAGE: Final = "Parse error: the body is not valid JSON"
@@ -72,52 +75,30 @@ def _finite_float(text: str) -> float:
     return value
 
 
-# The stdlib coders, built once (`json.loads`/`json.dumps` with options build a new coder on
-# every call).
+# The coders, built once (`json.loads`/`json.dumps` with options build a new coder on every
+# call).
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
 _ASCII_ENCODER = json.JSONEncoder(separators=(",", ":"))
+_read = msgspec.json.Decoder().decode
 
-
-# Every integer orjson would round has at least 19 digits: a text holding a run of 19 digits
-# goes to the stdlib decoder. For bytes, every digit is mapped to b"0", every "[" and "{" to
-# b"(" and every other byte to a space; then the run is a substring search (two C passes,
-# several times cheaper than the regular expression), and the same bytes count the arrays and
-# objects a long text opens.
-_CLASSES: Final = bytes(
-    0x30 if 0x30 <= byte <= 0x39 else 0x28 if byte in b"[{" else 0x20 for byte in range(256)
-)
-_LONG_RUN: Final = b"0" * 19
 # Each level of nesting takes two characters: a shorter text cannot nest past the limit.
 _SHALLOW_BELOW: Final = 2 * MAX_JSON_DEPTH + 1
 
 
 def decode(raw: bytes | str) -> Any:
     """Parse one JSON text under the rule above, or raise ProtocolError(-32700)."""
-    if type(raw) is bytes:
-        classes = raw.translate(_CLASSES)
-        if len(raw) < _SHALLOW_BELOW and _LONG_RUN not in classes:
-            # The usual request: short (it cannot nest past the limit) and without a long
-            # digit run, so orjson's answer is the rule's.
-            try:
-                return orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                pass  # lone surrogate escapes, or no JSON at all: the general path says
-    else:
+    if type(raw) is not bytes:
         try:
             raw = raw.encode("utf-8") if isinstance(raw, str) else bytes(raw)
         except UnicodeEncodeError:  # a lone surrogate character: not text
             raise ProtocolError(PARSE_ERROR, PARSE_ERROR_MESSAGE) from None
-        return decode(raw)
     try:
-        if _LONG_RUN in classes:
+        try:
+            value = _read(raw)
+        except (ValueError, RecursionError):  # the standard library says, under the rule
             value = _decode_exact(raw)
-        else:
-            try:
-                value = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                value = _decode_exact(raw)  # lone surrogate escapes (anything else fails)
         # Fewer openers than the limit cannot nest past it: only the rare rest is walked.
-        if len(raw) >= _SHALLOW_BELOW and classes.count(b"(") > MAX_JSON_DEPTH:
+        if len(raw) >= _SHALLOW_BELOW and raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH:
             _check_depth(value)
         return value
     except (ValueError, RecursionError):
@@ -163,29 +144,33 @@ BAD_PARAMS: Final = "Invalid Request: params must be an object"
 _NO_PARAMS: Final[dict[str, Any]] = {}
 
 
-def envelope_error(message: Any) -> ProtocolError | None:
-    """Why `message` is not a JSON-RPC 2.0 request or notification (-32600), or None.
+def request_parts(message: Any) -> tuple[RequestId | None, str, dict[str, Any]]:
+    """The id, method and params of a JSON-RPC 2.0 request or notification, read once; raises
+    the -32600 refusal naming the rule `message` breaks.
 
-    An object without an `id` member that passes is a notification: never answered and never
-    dispatched. One that fails is no notification but an invalid request, answered with
-    `id: null` (JSON-RPC 2.0 section 5).
+    The id is None when absent: a notification, never answered and never dispatched (a null
+    id is refused). The params are an empty object when absent. An object without an `id`
+    member that fails is no notification but an invalid request, answered with `id: null`
+    (JSON-RPC 2.0 section 5).
     """
     # Exact types are tested first: the usual request costs no call but its lookups.
     if type(message) is not dict and not isinstance(message, dict):
-        return ProtocolError(INVALID_REQUEST, NOT_JSON_RPC)
+        raise ProtocolError(INVALID_REQUEST, NOT_JSON_RPC)
     if message.get("jsonrpc") != "2.0":
-        return ProtocolError(INVALID_REQUEST, NOT_JSON_RPC)
-    request_id = message.get("id", 0)  # absent: a notification, whose id is no fault
+        raise ProtocolError(INVALID_REQUEST, NOT_JSON_RPC)
+    request_id = message.get("id")
     kind = type(request_id)
-    if kind is not int and kind is not str and not is_request_id(request_id):
-        return ProtocolError(INVALID_REQUEST, BAD_ID)
+    # An absent id makes a notification; a null one is no valid id.
+    bad_id = kind is not int and kind is not str and not is_request_id(request_id)
+    if bad_id and (request_id is not None or "id" in message):
+        raise ProtocolError(INVALID_REQUEST, BAD_ID)
     method = message.get("method")
     if type(method) is not str and not isinstance(method, str):
-        return ProtocolError(INVALID_REQUEST, BAD_METHOD)
+        raise ProtocolError(INVALID_REQUEST, BAD_METHOD)
     params = message.get("params", _NO_PARAMS)
     if type(params) is not dict and not isinstance(params, dict):
-        return ProtocolError(INVALID_REQUEST, BAD_PARAMS)
-    return None
+        raise ProtocolError(INVALID_REQUEST, BAD_PARAMS)
+    return request_id, method, params
 
 
 def result_response(request_id: RequestId, result: dict[str, Any]) -> dict[str, Any]:

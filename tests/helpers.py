@@ -27,13 +27,14 @@ from pydantic import BaseModel, TypeAdapter
 from labkit import messages
 from labkit.clock import FakeClock
 from labkit.deployment import DEMO_ALLOWLIST, DEMO_NOTES, create_server
+from labkit.errors import ProtocolError
 from labkit.notes_delete import INPUT_KEY, STATE_ERROR
 from labkit.scope import AllowlistAuthorizer, Authorizer
 from labkit.server import RequestContext, Server
 from labkit.state import KeyRing
 from labkit.stores import ReplayStore
 from labkit.stores.memory import MemoryNoteStore, MemoryReplayStore
-from labkit.wire import envelope_error
+from labkit.wire import request_parts
 
 PROTOCOL = "2026-07-28"
 FORM: dict[str, Any] = {"elicitation": {"form": {}}}
@@ -313,6 +314,14 @@ def _is_request_id(value: object) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
+def _well_formed(message: Any) -> bool:
+    try:
+        request_parts(message)
+    except ProtocolError:
+        return False
+    return True
+
+
 def check_wire(message: Any, response: Any, *, server: Server | None = None) -> None:
     """Assert that `response` is what a 2026-07-28 server may send in answer to `message`.
 
@@ -324,7 +333,7 @@ def check_wire(message: Any, response: Any, *, server: Server | None = None) -> 
     given).
     """
     if isinstance(message, dict) and "id" not in message:
-        if envelope_error(message) is None:
+        if _well_formed(message):
             assert response is None, f"a notification was answered: {response!r}"
             return
         # Not a notification but an invalid request (JSON-RPC 2.0 section 5): -32600, id null.

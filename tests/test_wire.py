@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -138,6 +139,95 @@ def test_a_body_that_is_not_utf8_is_a_parse_error(
 @pytest.mark.parametrize("inner", ["0", DIGITS], ids=["short numbers", "a 19-digit run"])
 def test_a_lone_surrogate_escape_is_kept_whatever_the_digits(inner: str) -> None:
     assert decode(f'{{"s": "\\ud800", "n": {inner}}}'.encode())["s"] == "\ud800"
+
+
+# -- the two parsers give one answer ----------------------------------------------------------
+
+
+def _rule_reads(raw: bytes) -> tuple[str, Any]:
+    """The rule's answer written with the standard library alone: ("ok", value) or
+    ("refused", None)."""
+
+    def no_constant(name: str) -> Any:
+        raise ValueError(name)
+
+    def finite(text: str) -> float:
+        value = float(text)
+        if math.isinf(value):
+            raise ValueError(text)
+        return value
+
+    reference = json.JSONDecoder(parse_constant=no_constant, parse_float=finite)
+    try:
+        return "ok", reference.decode(raw.decode("utf-8"))
+    except (ValueError, RecursionError):
+        return "refused", None
+
+
+def _decoded(raw: bytes) -> tuple[str, Any]:
+    try:
+        return "ok", decode(raw)
+    except ProtocolError as refused:
+        assert refused.code == PARSE_ERROR
+        return "refused", None
+
+
+def _identical(a: Any, b: Any) -> bool:
+    """Equal, with the same types all the way down (1 is not 1.0) and keys in the same order."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_identical(a[key], b[key]) for key in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_identical(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float):
+        return a == b and math.copysign(1, a) == math.copysign(1, b)
+    return bool(a == b)
+
+
+_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**80), max_value=10**80)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner),
+    max_leaves=20,
+)
+_NUMBERS = st.from_regex(rb"\A-?(0|[1-9][0-9]{0,90})(\.[0-9]{1,40})?([eE][+-]?[0-9]{1,4})?\Z")
+
+
+@settings(max_examples=500)
+@given(value=_VALUES, ascii_only=st.booleans())
+def test_any_json_value_decodes_as_the_standard_library_reads_it(
+    value: Any, ascii_only: bool
+) -> None:
+    """Whichever parser answers (the usual one, or the standard library for what it cannot
+    read exactly), the value is the rule's: same types, same floats, integers exact."""
+    raw = json.dumps(value, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
+    expected = _rule_reads(raw)
+    got = _decoded(raw)
+    assert got[0] == expected[0], (raw, got, expected)
+    assert _identical(got[1], expected[1]), (raw, got, expected)
+
+
+@settings(max_examples=500)
+@given(raw=st.one_of(_NUMBERS, st.binary(max_size=40)))
+def test_any_number_or_bytes_is_accepted_or_refused_as_the_standard_library_says(
+    raw: bytes,
+) -> None:
+    expected = _rule_reads(raw)
+    got = _decoded(raw)
+    assert got[0] == expected[0], (raw, got, expected)
+    assert _identical(got[1], expected[1]), (raw, got, expected)
+
+
+@pytest.mark.parametrize("digits", [19, 20, 40, 60, 200, 4300])
+def test_an_integer_of_any_length_up_to_the_limit_decodes_exactly(digits: int) -> None:
+    for number in (int("9" * digits), -int("9" * digits), 10 ** (digits - 1)):
+        assert _identical(decode(f'{{"n": [{number}]}}'.encode()), {"n": [number]})
+    with pytest.raises(ProtocolError):
+        decode(b"1" * 4301)
 
 
 # -- the response envelope's byte template --------------------------------------------------------

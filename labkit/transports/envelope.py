@@ -3,7 +3,7 @@ headers against the body, and the header value codec.
 
 Pure module: no I/O. Every check returns a `ProtocolError` value (or None); the transport
 decides how to frame it. The JSON-RPC envelope rules (what a notification is, the -32600
-answers) belong to the core (`labkit.wire.envelope_error`, applied by `Server.respond`): this
+answers) belong to the core (`labkit.wire.request_parts`, applied by `Server.respond`): this
 module reuses them and repeats none. Imports only `labkit.errors` and `labkit.wire`.
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from labkit.errors import HEADER_MISMATCH, ProtocolError
-from labkit.wire import META_CAPABILITIES, META_VERSION, envelope_error
+from labkit.wire import META_CAPABILITIES, META_VERSION, request_parts
 
 PROTOCOL_VERSION_HEADER: Final = "mcp-protocol-version"
 METHOD_HEADER: Final = "mcp-method"
@@ -103,13 +103,14 @@ def header_mismatch(
 
 def _checkable(message: Any) -> bool:
     # Exact types first: the usual request costs no call past the envelope's.
-    if envelope_error(message) is not None or "id" not in message:
+    try:
+        request_id, _, params = request_parts(message)
+    except ProtocolError:
         return False
-    meta = message.get("params", _NO_PARAMS).get("_meta")
+    if request_id is None:  # a notification
+        return False
+    meta = params.get("_meta")
     if type(meta) is not dict and not isinstance(meta, dict):
         return False
     version = meta.get(META_VERSION)
     return (type(version) is str or isinstance(version, str)) and META_CAPABILITIES in meta
-
-
-_NO_PARAMS: Final[dict[str, Any]] = {}
