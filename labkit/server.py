@@ -294,9 +294,10 @@ class Server:
         return None if encoded is None else decode(encoded)
 
     def _validate(self, method: str, params: dict[str, Any]) -> None:
-        """Whether a well-formed request's method (`labkit.wire.request_parts` read it) is
-        registered, with a `_meta` of the version and capabilities this server takes. Raises
-        the refusal. Exact types are tested first: the usual request costs no call."""
+        """Raise the refusal of a well-formed request (its parts read by
+        `labkit.wire.request_parts`) whose method is not registered or whose `_meta` does not
+        carry a version and capabilities this server takes. Exact types are tested first: the
+        usual request costs no call."""
         if method not in self.methods:
             raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
         meta = params.get("_meta")
