@@ -6,9 +6,10 @@ it reads a line, running `labkit.course.exercises.answers`, which owns the worke
 `WorkerRunner` (the grader's `CheckRunner`: one worker per exercise, a time bound per call
 enforced by killing the worker, every wait within the submission's deadline, races with one
 fresh worker per racer, run by the one race procedure of `labkit.course.exercises.race`, which
-owns the racing protocol and the decoding of a racer's answer, and bounds on what it keeps of
-the channel: `MAX_LINE`, `MAX_QUEUED`), and `Spawn`, the one place a worker process is started
-(argv + scratch directory -> a process with pipes), so a stronger job launcher can replace
+owns the racing protocol and the decoding of a racer's answer), what the worker's channel
+(`labkit.course.exercises.channel`, which owns it and its bounds) says in the worker's words
+(`WorkerGone`, `BadReply`), and `Spawn`, the one place a worker process is started (argv +
+scratch directory -> a process with pipes), so a stronger job launcher can replace
 `plain_spawn`.
 
 Must not import the hidden checks or the report models.
@@ -17,19 +18,16 @@ Must not import the hidden checks or the report models.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
-import queue
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from labkit.course.exercises.calls import Answer, encode
+from labkit.course.exercises.channel import ChannelBroken, ChannelEnded, ChildChannel, NotAnObject
 from labkit.course.exercises.race import RaceResult, RacerGone, RaceSpec, race_in_processes
 from labkit.grade import launcher
 
@@ -94,25 +92,6 @@ class BadReply(WorkerGone):
     something in the answer cells wrote to the channel (or broke the worker's encoding)."""
 
 
-# The worker's channel is the learner's to fill (its code runs in the worker and can write to
-# the protocol descriptor), so what the grader keeps of it is bounded: one reply line at most
-# `MAX_LINE` bytes (an honest reply is far smaller: values are capped by `calls.MAX_ITEMS`, an
-# exception's text by `calls.describe`), at most `MAX_QUEUED` lines nobody has read yet (the
-# worker answers one request at a time, so an honest worker has at most one waiting). Past
-# either, the reader stops and the next read says so; the worker is then killed.
-MAX_LINE: Final = 2 * 1024**2
-MAX_QUEUED: Final = 4
-_FLOOD: Final = f"wrote more than {MAX_QUEUED} lines on its channel that nobody asked for"
-_LONG: Final = f"wrote a line longer than {MAX_LINE // 1024**2} MiB on its channel"
-
-
-@dataclass(frozen=True)
-class _Cut:
-    """The reader stopped: the channel broke one of its bounds."""
-
-    why: str
-
-
 def _bad(error: BaseException) -> BadReply:
     return BadReply(
         "something in the answer cells wrote to the check worker's channel (what came could "
@@ -121,59 +100,31 @@ def _bad(error: BaseException) -> BadReply:
 
 
 class _Worker:
-    """One worker process and the thread that reads its lines (bounded: see `MAX_LINE`)."""
+    """One worker process and its channel (bounded: the learner's code runs in the worker and
+    can write on it)."""
 
     def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdin is not None and proc.stdout is not None
         self.proc = proc
-        self.lines: queue.Queue[str | _Cut | None] = queue.Queue()
-        self.reader = threading.Thread(target=self._read, name="labkit-worker", daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        stream = self.proc.stdout
-        assert stream is not None
-        try:
-            while raw := stream.readline(MAX_LINE + 1):
-                if len(raw) > MAX_LINE:
-                    self.lines.put(_Cut(_LONG))
-                    return
-                if self.lines.qsize() >= MAX_QUEUED:
-                    self.lines.put(_Cut(_FLOOD))
-                    return
-                self.lines.put(raw.decode("utf-8", "replace"))
-        except (OSError, ValueError):  # a read error is the end of the channel
-            pass
-        finally:
-            stream.close()  # here, not in `kill`: closing it there would wait for this read
-        self.lines.put(None)
+        self.channel = ChildChannel(proc.stdin, proc.stdout, "labkit-worker")
 
     def send(self, message: dict[str, Any]) -> None:
-        assert self.proc.stdin is not None
         try:
-            self.proc.stdin.write(json.dumps(message).encode() + b"\n")
-            self.proc.stdin.flush()
-        except (OSError, ValueError) as error:
+            self.channel.send(message)
+        except ChannelEnded as error:
             raise WorkerGone(str(error)) from None
 
     def receive(self, timeout: float) -> dict[str, Any] | None:
         """The next reply; None on timeout. `WorkerGone` when the process ended, `BadReply`
         when what came is not a reply or the channel broke its bounds."""
         try:
-            line = self.lines.get(timeout=max(0.0, timeout))
-        except queue.Empty:
-            return None
-        if line is None:
-            raise WorkerGone(f"the worker exited (code {self.proc.poll()})")
-        if isinstance(line, _Cut):
-            self.lines.put(line)  # every later read says so too
-            raise BadReply(f"something in the answer cells {line.why}")
-        try:
-            reply = json.loads(line)
-        except Exception as error:  # ValueError, or RecursionError for a reply nested deep
-            raise _bad(error) from None
-        if not isinstance(reply, dict):
-            raise _bad(TypeError())
-        return reply
+            return self.channel.receive(timeout)
+        except ChannelEnded:
+            raise WorkerGone(f"the worker exited (code {self.proc.poll()})") from None
+        except ChannelBroken as error:
+            raise BadReply(f"something in the answer cells {error}") from None
+        except NotAnObject as error:
+            raise _bad(error.error) from None
 
     def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any] | None:
         self.send(message)
@@ -188,15 +139,14 @@ class _Worker:
         return str(_bad(error))
 
     def kill(self) -> None:
-        """Kill the process. Its output is left to the reader, which ends at end of file:
-        when the job ends, if a process the worker started still holds the pipe."""
+        """Kill the process, then close its channel. Its output is left to the reader, which
+        ends at end of file: when the job ends, if a process the worker started still holds
+        the pipe."""
         with contextlib.suppress(OSError):
             self.proc.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(10)
-        if self.proc.stdin is not None:
-            with contextlib.suppress(OSError, ValueError):
-                self.proc.stdin.close()
+        self.channel.close()
 
 
 class WorkerRunner:

@@ -20,6 +20,7 @@ import pytest
 
 from grade.grade_helpers import WORKER_ARGV
 from labkit.course.exercises.calls import Frame
+from labkit.course.exercises.channel import MAX_LINE, MAX_QUEUED
 from labkit.course.exercises.fixtures import add_notes, connect, create_ex1_schema
 from labkit.course.exercises.race import (
     GO,
@@ -210,3 +211,92 @@ def test_a_racer_that_dies_crashed_in_both_runners(scratch: Path) -> None:
     kernel, grader = both_runners("dies", scratch)
     assert kernel.racers == (Racer("crashed", exception="exit code 3"),)
     assert grader.racers == (Racer("crashed", exception="the racer's process died"),)
+
+
+# Raced functions that write on the racing child's channel (the pipe it writes its replies on)
+# past its bounds. In `floods`, two racers take turns: the first waits until the second has
+# flooded its channel and found it closed, so the race procedure reads the second racer's
+# channel only after its reader stopped.
+WRITES_ON_THE_CHANNEL = f"""\
+import fcntl
+import os
+import stat
+import time
+
+
+def channel():
+    for fd in range(3, 64):
+        try:
+            fifo = stat.S_ISFIFO(os.fstat(fd).st_mode)
+        except OSError:
+            continue
+        if fifo and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY:
+            return fd
+    raise LookupError("no channel")
+
+
+def long_line(conn, role, done):
+    try:
+        os.write(channel(), b"x" * {MAX_LINE + 10} + b"\\n")
+    except BrokenPipeError:
+        pass
+    return True
+
+
+def floods(conn, role, done):
+    if role == "waits":
+        for _ in range(6000):
+            if os.path.exists(done):
+                return True
+            time.sleep(0.01)
+        return False
+    fd = channel()
+    try:
+        for _ in range(100000):
+            os.write(fd, b"not a JSON object\\n")
+    except BrokenPipeError:
+        pass
+    finally:
+        open(done, "w").close()
+    return True
+"""
+CHANNEL_CELL = "<channel cell>"
+
+
+def kernel_race(name: str, roles: Sequence[str], scratch: Path) -> RaceResult:
+    """The kernel's race of WRITES_ON_THE_CHANNEL's `name`, one racer per role."""
+    path = database(scratch / "kernel")
+    done = str(scratch / "done")
+    calls = tuple((role, done) for role in roles)
+    racing = RaceSpec(name, path, calls, 60, lock_timeout=5, delay=0, reset=lambda: None)
+    cell = WRITES_ON_THE_CHANNEL
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    linecache.cache[CHANNEL_CELL] = (len(cell), None, cell.splitlines(keepends=True), CHANNEL_CELL)
+    try:
+        exec(compile(cell, CHANNEL_CELL, "exec"), namespace)
+        result = race(namespace[name], racing)
+    finally:
+        linecache.cache.pop(CHANNEL_CELL, None)
+    assert result.processes
+    return result
+
+
+def test_a_racer_writing_a_line_past_the_bound_crashed_saying_so(scratch: Path) -> None:
+    result = kernel_race("long_line", ["writes"], scratch)
+    assert result.racers == (
+        Racer(
+            "crashed",
+            exception="something in the raced function wrote a line longer than 2 MiB on its "
+            "channel",
+        ),
+    )
+
+
+def test_a_racer_flooding_its_channel_crashed_saying_so(scratch: Path) -> None:
+    waits, floods = kernel_race("floods", ["waits", "floods"], scratch).racers
+    assert waits == Racer("returned", "True", value_is_true=True)
+    assert floods == Racer(
+        "crashed",
+        exception=f"something in the raced function wrote more than {MAX_QUEUED} lines on its "
+        "channel that nobody asked for",
+    )

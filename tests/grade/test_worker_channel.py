@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit.grade.worker import MAX_LINE, MAX_QUEUED, BadReply, WorkerGone, WorkerRunner
+from labkit.course.exercises.channel import MAX_LINE, MAX_QUEUED
+from labkit.grade.worker import BadReply, WorkerGone, WorkerRunner
 
 # Says it is ready, then reads each request; answers "define" as the worker would, then every
 # other request with the reply the test names (a Python expression giving bytes).

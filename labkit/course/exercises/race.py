@@ -29,8 +29,12 @@ per statement: a trace callback sleeps before each SQL statement so the two race
 statements overlap on a busy two-core machine, the way they would under load; a correct
 single transaction (`BEGIN IMMEDIATE`) makes the second racer wait and is unaffected.
 
-Must not import ipywidgets: children import this module, so it imports only the stdlib and
-`labkit.course.exercises.calls`.
+The racing child's channel is `labkit.course.exercises.channel`'s (bounded: the raced function
+runs in the child and can write on it), said here in the race's words (`RacerGone`,
+`RacerBrokeBounds`, a racer that crashed with the reason).
+
+Must not import ipywidgets: children import this module, so it imports only the stdlib,
+`labkit.course.exercises.calls` and `labkit.course.exercises.channel`.
 """
 
 from __future__ import annotations
@@ -41,10 +45,8 @@ import builtins
 import contextlib
 import importlib
 import inspect
-import json
 import linecache
 import pickle
-import queue
 import subprocess
 import sys
 import tempfile
@@ -69,6 +71,7 @@ from labkit.course.exercises.calls import (
     frames_from_json,
     perform_live,
 )
+from labkit.course.exercises.channel import ChannelBroken, ChannelEnded, ChildChannel, NotAnObject
 
 _MAIN_MODULES = ("__main__", "__mp_main__")
 GO: Final = {"op": "go"}  # releases a racer that said it is ready
@@ -341,6 +344,11 @@ class RacerGone(Exception):
     """A racer's process ended, or its channel broke."""
 
 
+class RacerBrokeBounds(RacerGone):
+    """Something in the raced function wrote past the bounds of the racer's channel
+    (`labkit.course.exercises.channel`); the message says which."""
+
+
 class RacingProcess(Protocol):
     """One racer's process, started and holding the function the race calls, as the race
     procedure speaks to it: JSON objects, one a line."""
@@ -466,16 +474,16 @@ def race(fn: Callable[..., Any], spec: RaceSpec) -> RaceResult:
 
 
 class _Child:
-    """One racing interpreter (`python -m labkit.course.exercises.racer`) and the thread that
-    reads its replies. Its stderr (where the learner's prints go) is a file, so a chatty child
+    """One racing interpreter (`python -m labkit.course.exercises.racer`) and its channel
+    (`labkit.course.exercises.channel`: bounded, since the raced function runs in the child and
+    can write on it). Its stderr (where the learner's prints go) is a file, so a chatty child
     never blocks on a full pipe; a line on its channel that is not a JSON object is skipped."""
 
     def __init__(self, proc: subprocess.Popen[bytes], errors: IO[bytes]) -> None:
+        assert proc.stdin is not None and proc.stdout is not None
         self.proc = proc
         self.errors = errors
-        self.replies: queue.Queue[dict[str, Any] | None] = queue.Queue()
-        self.reader = threading.Thread(target=self._read, name="labkit-racer-reader", daemon=True)
-        self.reader.start()
+        self.channel = ChildChannel(proc.stdin, proc.stdout, "labkit-racer-reader")
 
     @classmethod
     def start(cls, define: dict[str, Any], seconds: float) -> _Child:
@@ -509,37 +517,32 @@ class _Child:
         if errors:
             raise NotPortable(str(errors[0]))
 
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            try:
-                message = json.loads(raw)
-            except ValueError:
-                continue
-            if isinstance(message, dict):
-                self.replies.put(message)
-        self.replies.put(None)
-
     def send(self, message: dict[str, Any]) -> None:
-        assert self.proc.stdin is not None
         try:
-            self.proc.stdin.write(json.dumps(message).encode() + b"\n")
-            self.proc.stdin.flush()
-        except (OSError, ValueError) as error:
+            self.channel.send(message)
+        except ChannelEnded as error:
             raise RacerGone(str(error)) from None
 
     def receive(self, timeout: float) -> dict[str, Any] | None:
-        try:
-            reply = self.replies.get(timeout=max(0.0, timeout))
-        except queue.Empty:
-            return None
-        if reply is None:
-            self.replies.put(None)  # every later read says so too
-            raise RacerGone(f"the racing child exited (code {self.proc.poll()})")
-        return reply
+        """The next JSON object the child wrote (other lines are skipped), None after
+        `timeout` seconds; `RacerGone` when the child exited, `RacerBrokeBounds` when it broke
+        its channel's bounds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self.channel.receive(deadline - time.monotonic())
+            except NotAnObject:
+                continue
+            except ChannelEnded:
+                raise RacerGone(f"the racing child exited (code {self.proc.poll()})") from None
+            except ChannelBroken as error:
+                raise RacerBrokeBounds(f"something in the raced function {error}") from None
 
     def crashed_because(self, error: Exception) -> str:
-        """The last line the child wrote on stderr, or its exit code."""
+        """Why the channel broke, else the last line the child wrote on stderr, or its exit
+        code."""
+        if isinstance(error, RacerBrokeBounds):
+            return str(error)
         if not isinstance(error, RacerGone):
             return f"its answer could not be read ({exception_line(error)})"
         try:
@@ -552,18 +555,14 @@ class _Child:
         return stderr.splitlines()[-1] if stderr else f"exit code {self.proc.returncode}"
 
     def kill(self, grace: float = 1.0) -> None:
-        """Close stdin (a child waiting for a request then exits), give it `grace` seconds,
-        then kill it."""
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        with contextlib.suppress(OSError, ValueError):
-            self.proc.stdin.close()
+        """Close the channel (a child waiting for a request then exits), give it `grace`
+        seconds, then kill it."""
+        self.channel.close()
         try:
             self.proc.wait(grace)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(10)
-        self.reader.join(5)
-        self.proc.stdout.close()
         self.errors.close()
 
 
