@@ -5,7 +5,7 @@ commits.
     .venv/bin/python bench/bench_instructions.py                         # this checkout
     .venv/bin/python bench/bench_instructions.py --against ../labkit-old  # beside another one
 
-Four paths, each a child Python run under callgrind (`PYTHONHASHSEED=0`) twice, with 200 and
+Five paths, each run under callgrind (`PYTHONHASHSEED=0`) twice, with 200 and
 with 1,200 requests; the difference over 1,000 is the count per request, start-up, imports and
 warm-up cancelled out:
 
@@ -13,7 +13,10 @@ warm-up cancelled out:
 - `respond`: `Server.respond` for an already decoded request (a checkout without it shows –);
 - `stdio`: `StdioTransport.serve` reading request lines from a file and writing the replies;
 - `http`: the Streamable HTTP endpoint (`create_app`) driven in process with ASGI calls, no
-  socket.
+  socket;
+- `server`: a whole uvicorn server (`bench/labkit_http_server.py` of the checkout counted, what
+  `labkit serve` runs) answering this process over one keep-alive connection; only the
+  server is counted.
 
 Every child checks every reply it gets (the listing's tools, the request's id), so a path that
 answers something else fails the run instead of being counted. `--against DIR` runs the same
@@ -35,7 +38,7 @@ from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-PATHS = ("decode", "respond", "stdio", "http")
+PATHS = ("decode", "respond", "stdio", "http", "server")
 FEW, MANY = 200, 1200
 REQUEST = (
     b'{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"_meta":{'
@@ -160,34 +163,96 @@ CHILDREN = {
 # -- the parent: callgrind around the children ----------------------------------------------------
 
 
+def _valgrind(folder: str, *argv: str) -> list[str]:
+    return ["valgrind", "--tool=callgrind", f"--callgrind-out-file={folder}/callgrind.out", *argv]
+
+
 def _collected(path: str, n: int, root: Path) -> int | None:
     """Instructions callgrind counted for one child run; None when the checkout lacks the
     path."""
     env = dict(os.environ, PYTHONHASHSEED="0", PYTHONPATH=str(root))
     with tempfile.TemporaryDirectory() as folder:
-        done = subprocess.run(
-            [
-                "valgrind",
-                "--tool=callgrind",
-                f"--callgrind-out-file={folder}/callgrind.out",
-                sys.executable,
-                str(Path(__file__).resolve()),
-                "--child",
-                path,
-                str(n),
-            ],
+        if path == "server":
+            returncode, stderr = _serve_counted(folder, n, root, env)
+        else:
+            argv = _valgrind(folder, sys.executable, str(Path(__file__).resolve()))
+            done = subprocess.run(
+                [*argv, "--child", path, str(n)],
+                env=env,
+                cwd=folder,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            returncode, stderr = done.returncode, done.stderr
+    if returncode == 3:
+        return None
+    found = re.search(r"Collected : (\d+)", stderr)
+    if returncode != 0 or found is None:
+        raise SystemExit(f"{path} ({n} requests, {root}) failed:\n{stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def _serve_counted(folder: str, n: int, root: Path, env: dict[str, str]) -> tuple[int, str]:
+    """A uvicorn server of `root`'s under callgrind, sent `n` requests on one connection, then
+    stopped as `labkit serve` is (SIGINT): 0 and its stderr, once every reply was checked."""
+    import http.client
+    import signal
+    import socket
+    import time
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = root / "bench" / "labkit_http_server.py"
+    errors = Path(folder, "stderr")
+    with errors.open("w") as stderr:
+        proc = subprocess.Popen(
+            _valgrind(folder, sys.executable, str(server), "--port", str(port)),
             env=env,
             cwd=folder,
-            capture_output=True,
-            text=True,
-            check=False,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
         )
-    if done.returncode == 3:
-        return None
-    found = re.search(r"Collected : (\d+)", done.stderr)
-    if done.returncode != 0 or found is None:
-        raise SystemExit(f"{path} ({n} requests, {root}) failed:\n{done.stderr[-2000:]}")
-    return int(found.group(1))
+    try:
+        connection = _connect(http.client, port, proc, time.monotonic() + 120)
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "Authorization": "Bearer demo-alice",
+            "MCP-Protocol-Version": "2026-07-28",
+            "Mcp-Method": "tools/list",
+        }
+        for _ in range(n):
+            connection.request("POST", "/mcp", REQUEST, headers)
+            response = connection.getresponse()
+            reply = response.read()
+            if response.status != 200:
+                raise SystemExit(f"status {response.status}: {reply!r:.200}")
+        _check(reply)
+        connection.close()
+        proc.send_signal(signal.SIGINT)  # uvicorn shuts down, then re-raises the signal
+        proc.wait(120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return 0, errors.read_text()  # every request was answered: the count stands
+
+
+def _connect(client: Any, port: int, proc: subprocess.Popen[bytes], deadline: float) -> Any:
+    """A connection to the server once it listens (it starts slowly under valgrind)."""
+    import time
+
+    while True:
+        connection = client.HTTPConnection("127.0.0.1", port, timeout=60)
+        try:
+            connection.connect()
+            return connection
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"the server did not start (exit code {proc.poll()})") from None
+            time.sleep(0.5)
 
 
 def per_request(path: str, root: Path) -> int | None:

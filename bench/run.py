@@ -4,7 +4,7 @@
 
 Starts with `bench_floor` (labkit against its floors and the SDK, per server CPU-second, over
 HTTP, stdio and in process: the table of bench/README.md) and `bench_instructions` (callgrind's
-instructions per `tools/list` request on four paths), then runs `bench_inprocess`
+instructions per `tools/list` request on five paths), then runs `bench_inprocess`
 (labkit's core against the SDK 2.3.0 low-level server, in-process),
 `bench_http` (the same over Streamable HTTP on loopback, driven by wrk, which is installed
 with apt-get when missing and running as root) and `bench_stores` (store throughput) when that
