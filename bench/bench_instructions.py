@@ -28,11 +28,16 @@ it when missing). A run takes a few minutes per checkout.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import http.client
 import os
 import re
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +45,8 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 PATHS = ("decode", "respond", "stdio", "http", "server")
 FEW, MANY = 200, 1200
+# Written out rather than built with labkit: the parent imports nothing from labkit, and every
+# checkout counted gets the same bytes.
 REQUEST = (
     b'{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"_meta":{'
     b'"io.modelcontextprotocol/protocolVersion":"2026-07-28",'
@@ -103,8 +110,6 @@ def child_stdio(n: int) -> None:
 
 
 def child_http(n: int) -> None:
-    import asyncio
-
     from labkit.auth import demo_authenticator
     from labkit.transports.http import create_app
 
@@ -196,11 +201,6 @@ def _collected(path: str, n: int, root: Path) -> int | None:
 def _serve_counted(folder: str, n: int, root: Path, env: dict[str, str]) -> tuple[int, str]:
     """A uvicorn server of `root`'s under callgrind, sent `n` requests on one connection, then
     stopped as `labkit serve` is (SIGINT): 0 and its stderr, once every reply was checked."""
-    import http.client
-    import signal
-    import socket
-    import time
-
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -215,7 +215,7 @@ def _serve_counted(folder: str, n: int, root: Path, env: dict[str, str]) -> tupl
             stderr=stderr,
         )
     try:
-        connection = _connect(http.client, port, proc, time.monotonic() + 120)
+        connection = _connect(port, proc, time.monotonic() + 120)
         headers = {
             "Content-Type": "application/json",
             "Accept": "application/json, text/event-stream",
@@ -240,12 +240,12 @@ def _serve_counted(folder: str, n: int, root: Path, env: dict[str, str]) -> tupl
     return 0, errors.read_text()  # every request was answered: the count stands
 
 
-def _connect(client: Any, port: int, proc: subprocess.Popen[bytes], deadline: float) -> Any:
+def _connect(
+    port: int, proc: subprocess.Popen[bytes], deadline: float
+) -> http.client.HTTPConnection:
     """A connection to the server once it listens (it starts slowly under valgrind)."""
-    import time
-
     while True:
-        connection = client.HTTPConnection("127.0.0.1", port, timeout=60)
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         try:
             connection.connect()
             return connection
